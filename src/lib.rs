@@ -1,0 +1,7 @@
+//! glint: run GLM-5 from GGUF files.
+//!
+//! This facade re-exports the workspace crates so an application can depend on one package;
+//! each crate is also usable on its own.
+
+pub use glint_gguf as gguf;
+pub use glint_quant as quant;
