@@ -1,0 +1,4 @@
+//! GGUF v2/v3 reader and writer.
+
+mod types;
+pub use types::GgmlType;
