@@ -1,0 +1,3 @@
+//! The `glint` command-line tool.
+
+fn main() {}
