@@ -1,0 +1,192 @@
+//! The `Backend` trait: the device buffers and the coarse ops the MLA + MoE models are written
+//! against, once. A backend owns its memory; model code only moves handles around and never
+//! touches floats on the host except to upload inputs and download logits.
+//!
+//! Conventions shared by every op:
+//! * buffers are flat and row-major; a "[n × d]" buffer holds `n` rows of `d` values;
+//! * buffers may be longer than the op needs (they are reused across batches); ops read and write
+//!   only the prefix they are told about;
+//! * a weight is a GGUF tensor `{ne0 = cols, ne1 = rows, ne2 = slices}`: row `r` of slice `e` holds
+//!   `cols` values, and a linear layer computes `y[r] = Σ_c W[r][c]·x[c]`.
+
+use std::borrow::Cow;
+
+use glint_gguf::GgmlType;
+
+use crate::error::Result;
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams};
+
+pub trait Backend: Send + Sync {
+    /// A device buffer of f32.
+    type Buf: Send + Sync;
+    /// A device buffer of u32 (token ids, positions, expert ids, selected key indices).
+    type Ids: Send + Sync;
+    /// A weight bound once at load time. The lifetime lets the CPU backend keep a zero-copy view
+    /// of the mmapped file; a GPU backend copies the bytes to the device and ignores it.
+    type Weight<'a>: Send + Sync;
+
+    fn name(&self) -> &'static str;
+
+    // ---- memory ----------------------------------------------------------------------------
+    /// A zero-filled buffer of `len` floats.
+    fn alloc(&self, len: usize) -> Result<Self::Buf>;
+    fn upload(&self, host: &[f32]) -> Result<Self::Buf>;
+    /// Copies the first `out.len()` floats of `buf` to the host.
+    fn download(&self, buf: &Self::Buf, out: &mut [f32]) -> Result<()>;
+    fn buf_len(&self, buf: &Self::Buf) -> usize;
+    fn upload_ids(&self, host: &[u32]) -> Result<Self::Ids>;
+    /// Copies the first `out.len()` ids of `ids` to the host.
+    fn download_ids(&self, ids: &Self::Ids, out: &mut [u32]) -> Result<()>;
+    /// Binds a GGUF tensor. `dims` is in GGUF order (`ne0` first). Validates the byte length.
+    fn upload_weight<'a>(
+        &self,
+        name: &str,
+        ty: GgmlType,
+        dims: &[usize],
+        bytes: Cow<'a, [u8]>,
+    ) -> Result<Self::Weight<'a>>;
+
+    // ---- linear algebra ---------------------------------------------------------------------
+    /// `y[t][r] = Σ_c W[r][c]·x[t][c]` for `t < n_tokens`; `W` is 2-D `{cols, rows}`.
+    fn matmul(
+        &self,
+        w: &Self::Weight<'_>,
+        x: &Self::Buf,
+        n_tokens: usize,
+        y: &mut Self::Buf,
+    ) -> Result<()>;
+    /// Expert-indexed matmul (ggml `mul_mat_id`) over a 3-D weight `{cols, rows, n_slices}`:
+    /// `y[t][k] = W[ids[t·n_used + k]] · x'` where `x'` is `x[t]` (`x_per_slot = false`) or
+    /// `x[t][k]` (`x_per_slot = true`). Also serves per-head batched products (ids = head index).
+    #[allow(clippy::too_many_arguments)]
+    fn mul_mat_id(
+        &self,
+        w: &Self::Weight<'_>,
+        ids: &Self::Ids,
+        n_used: usize,
+        x: &Self::Buf,
+        x_per_slot: bool,
+        n_tokens: usize,
+        y: &mut Self::Buf,
+    ) -> Result<()>;
+    /// Row gather from a (possibly quantized) 2-D weight: `out[i] = W[ids[i]]` as f32.
+    fn get_rows(
+        &self,
+        w: &Self::Weight<'_>,
+        ids: &Self::Ids,
+        n: usize,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
+
+    // ---- element-wise and row-wise ----------------------------------------------------------
+    /// `y[i] = w ⊙ x[i] / sqrt(mean(x[i]²) + eps)` for each of `rows` rows of width `dim`.
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm(
+        &self,
+        x: &Self::Buf,
+        w: &Self::Buf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Self::Buf,
+    ) -> Result<()>;
+    /// LayerNorm with weight and bias (mean-centred, biased variance).
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm(
+        &self,
+        x: &Self::Buf,
+        w: &Self::Buf,
+        b: &Self::Buf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Self::Buf,
+    ) -> Result<()>;
+    /// Rotates, in place, dims `[offset, offset + n_rot)` of every head of `x`
+    /// (`[n_tokens × n_heads × head_dim]`), token `t` at angle `positions[t]·inv_freq[i]`.
+    fn rope(
+        &self,
+        x: &mut Self::Buf,
+        positions: &Self::Ids,
+        inv_freq: &Self::Buf,
+        p: &RopeParams,
+    ) -> Result<()>;
+    /// Numerically stable softmax of each of `rows` rows of width `n`, in place.
+    fn softmax(&self, x: &mut Self::Buf, rows: usize, n: usize) -> Result<()>;
+    /// `out[i] = silu(gate[i])·up[i]` for `i < n` (SwiGLU, in f32).
+    fn silu_mul(&self, gate: &Self::Buf, up: &Self::Buf, n: usize, out: &mut Self::Buf)
+        -> Result<()>;
+    /// `a[i] += b[i]` for `i < n`.
+    fn add(&self, a: &mut Self::Buf, b: &Self::Buf, n: usize) -> Result<()>;
+    /// `a[i] *= s` for `i < n`.
+    fn scale(&self, a: &mut Self::Buf, s: f32, n: usize) -> Result<()>;
+    /// Strided 2-D copy: `rows` rows of `cols` values from `src[src_off + r·src_stride ..]` to
+    /// `dst[dst_off + r·dst_stride ..]`. Slicing, concatenation and cache appends are all this.
+    #[allow(clippy::too_many_arguments)]
+    fn copy2d(
+        &self,
+        src: &Self::Buf,
+        src_off: usize,
+        src_stride: usize,
+        dst: &mut Self::Buf,
+        dst_off: usize,
+        dst_stride: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()>;
+
+    // ---- coarse fused ops -------------------------------------------------------------------
+    /// MoE routing for `n_tokens` rows of router logits `[n × n_expert]`: gating function,
+    /// selection bias, group-limited top-k, renormalisation and scaling. Writes
+    /// `ids [n × n_used]` and `weights [n × n_used]`.
+    fn moe_route(
+        &self,
+        logits: &Self::Buf,
+        bias: Option<&Self::Buf>,
+        n_tokens: usize,
+        p: &RouterParams,
+        ids: &mut Self::Ids,
+        weights: &mut Self::Buf,
+    ) -> Result<()>;
+    /// `out[t] = Σ_k weights[t][k]·y[t][k]` for expert outputs `y [n × n_used × dim]`.
+    fn moe_combine(
+        &self,
+        y: &Self::Buf,
+        weights: &Self::Buf,
+        n_tokens: usize,
+        n_used: usize,
+        dim: usize,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
+    /// DSA lightning-indexer scores `out [n × n_kv]`:
+    /// `out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t])` for `t ≤ pos[s]`, `−∞` otherwise.
+    /// `q` is `[n × n_heads × head_dim]`, `w` is `[n × n_heads]` (already scaled), `keys` the
+    /// indexer cache `[≥ n_kv × head_dim]`.
+    #[allow(clippy::too_many_arguments)]
+    fn indexer_scores(
+        &self,
+        q: &Self::Buf,
+        w: &Self::Buf,
+        keys: &Self::Buf,
+        positions: &Self::Ids,
+        p: &IndexerParams,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
+    /// Indices of the `k` largest values of each of `rows` rows of width `n` (`k ≤ n`), in
+    /// descending order of value; ties go to the lower index.
+    fn top_k(&self, x: &Self::Buf, rows: usize, n: usize, k: usize, ids: &mut Self::Ids)
+        -> Result<()>;
+    /// Absorbed-MLA attention: MQA over the latent cache. `q` is `[n × n_heads × dk]`, `cache`
+    /// `[≥ n_kv × dk]` (one shared K row per token; V = its first `dv` values), output
+    /// `[n × n_heads × dv]`. Query `s` sees key `t` iff `t ≤ positions[s]` and, when `selected`
+    /// is given (`[n × p.n_selected]` key indices), `t` is among its selected keys.
+    fn mla_attention(
+        &self,
+        q: &Self::Buf,
+        cache: &Self::Buf,
+        positions: &Self::Ids,
+        selected: Option<&Self::Ids>,
+        p: &AttnParams,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
+}

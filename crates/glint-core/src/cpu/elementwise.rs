@@ -1,0 +1,163 @@
+//! Row-wise and element-wise reference ops of the CPU backend (all math in f32, sums in f64).
+
+use rayon::prelude::*;
+
+use crate::error::{need, CoreError, Result};
+use crate::params::{RopeMode, RopeParams};
+
+pub(crate) fn rms_norm(
+    x: &[f32],
+    w: &[f32],
+    rows: usize,
+    dim: usize,
+    eps: f32,
+    y: &mut [f32],
+) -> Result<()> {
+    need("rms_norm", "x", rows * dim, x.len())?;
+    need("rms_norm", "weight", dim, w.len())?;
+    need("rms_norm", "y", rows * dim, y.len())?;
+    y[..rows * dim]
+        .par_chunks_mut(dim)
+        .zip(x[..rows * dim].par_chunks(dim))
+        .for_each(|(yr, xr)| {
+            let ms = xr.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / dim as f64;
+            let inv = (1.0 / (ms + eps as f64).sqrt()) as f32;
+            for ((o, &v), &g) in yr.iter_mut().zip(xr).zip(w) {
+                *o = g * (v * inv);
+            }
+        });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm(
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    rows: usize,
+    dim: usize,
+    eps: f32,
+    y: &mut [f32],
+) -> Result<()> {
+    need("layer_norm", "x", rows * dim, x.len())?;
+    need("layer_norm", "weight", dim, w.len())?;
+    need("layer_norm", "bias", dim, b.len())?;
+    need("layer_norm", "y", rows * dim, y.len())?;
+    y[..rows * dim]
+        .par_chunks_mut(dim)
+        .zip(x[..rows * dim].par_chunks(dim))
+        .for_each(|(yr, xr)| {
+            let mean = xr.iter().map(|&v| v as f64).sum::<f64>() / dim as f64;
+            let var = xr
+                .iter()
+                .map(|&v| (v as f64 - mean) * (v as f64 - mean))
+                .sum::<f64>()
+                / dim as f64;
+            let inv = 1.0 / (var + eps as f64).sqrt();
+            for i in 0..dim {
+                yr[i] = (((xr[i] as f64 - mean) * inv) as f32) * w[i] + b[i];
+            }
+        });
+    Ok(())
+}
+
+pub(crate) fn rope(x: &mut [f32], positions: &[u32], inv_freq: &[f32], p: &RopeParams) -> Result<()> {
+    let half = p.n_rot / 2;
+    if p.n_rot % 2 != 0 || p.offset + p.n_rot > p.head_dim {
+        return Err(CoreError::Param {
+            op: "rope",
+            msg: format!(
+                "n_rot {} at offset {} does not fit a head of {}",
+                p.n_rot, p.offset, p.head_dim
+            ),
+        });
+    }
+    need("rope", "inv_freq", half, inv_freq.len())?;
+    need("rope", "positions", p.n_tokens, positions.len())?;
+    let tok = p.n_heads * p.head_dim;
+    need("rope", "x", p.n_tokens * tok, x.len())?;
+    x[..p.n_tokens * tok]
+        .par_chunks_mut(tok)
+        .zip(positions[..p.n_tokens].par_iter())
+        .for_each(|(xt, &pos)| {
+            // Angles in f32 as HF computes them (`inv_freq[None] * pos`), so long positions round
+            // the same way as the reference.
+            let cs: Vec<(f32, f32)> = inv_freq[..half]
+                .iter()
+                .map(|&f| {
+                    let a = pos as f32 * f;
+                    (a.cos() * p.attn_factor, a.sin() * p.attn_factor)
+                })
+                .collect();
+            for h in 0..p.n_heads {
+                let v = &mut xt[h * p.head_dim + p.offset..h * p.head_dim + p.offset + p.n_rot];
+                for (i, &(c, s)) in cs.iter().enumerate() {
+                    let (a, b) = match p.mode {
+                        RopeMode::Interleaved => (2 * i, 2 * i + 1),
+                        RopeMode::Neox => (i, i + half),
+                    };
+                    let (x0, x1) = (v[a], v[b]);
+                    v[a] = x0 * c - x1 * s;
+                    v[b] = x0 * s + x1 * c;
+                }
+            }
+        });
+    Ok(())
+}
+
+pub(crate) fn softmax_row(r: &mut [f32]) {
+    let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if m == f32::NEG_INFINITY {
+        // Nothing visible: define the row as all zeros rather than NaN.
+        r.fill(0.0);
+        return;
+    }
+    let mut s = 0f64;
+    for v in r.iter_mut() {
+        *v = (*v - m).exp();
+        s += *v as f64;
+    }
+    let inv = (1.0 / s) as f32;
+    for v in r.iter_mut() {
+        *v *= inv;
+    }
+}
+
+pub(crate) fn softmax(x: &mut [f32], rows: usize, n: usize) -> Result<()> {
+    need("softmax", "x", rows * n, x.len())?;
+    x[..rows * n].par_chunks_mut(n).for_each(softmax_row);
+    Ok(())
+}
+
+pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+    need("silu_mul", "gate", n, g.len())?;
+    need("silu_mul", "up", n, u.len())?;
+    need("silu_mul", "out", n, out.len())?;
+    for i in 0..n {
+        let a = g[i];
+        out[i] = a / (1.0 + (-a).exp()) * u[i];
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy2d(
+    src: &[f32],
+    so: usize,
+    ss: usize,
+    dst: &mut [f32],
+    d_o: usize,
+    ds: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    need("copy2d", "src", so + (rows - 1) * ss + cols, src.len())?;
+    need("copy2d", "dst", d_o + (rows - 1) * ds + cols, dst.len())?;
+    for r in 0..rows {
+        dst[d_o + r * ds..d_o + r * ds + cols].copy_from_slice(&src[so + r * ss..so + r * ss + cols]);
+    }
+    Ok(())
+}

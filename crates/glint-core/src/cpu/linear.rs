@@ -1,0 +1,185 @@
+//! Matmul kernels of the CPU backend: GEMM through the `gemm` crate for F32 batches, and a
+//! row-parallel decode-then-dot kernel for everything else (and for single-token decode, where a
+//! GEMM's packing costs more than it saves).
+
+use rayon::prelude::*;
+
+use super::weight::CpuWeight;
+use crate::error::{need, CoreError, Result};
+
+/// Batches at least this large take the packed GEMM path for F32 weights.
+const GEMM_MIN_TOKENS: usize = 8;
+/// Output rows handled by one rayon task in the row-parallel kernel.
+const ROW_BLOCK: usize = 16;
+
+/// Disjoint writes into one output buffer from several rayon tasks.
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+unsafe impl Send for SyncPtr {}
+unsafe impl Sync for SyncPtr {}
+
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let chunks = n / 8;
+    for c in 0..chunks {
+        let (x, y) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for i in chunks * 8..n {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// `y[t·y_stride + r] = W_slice[r] · x[t·x_stride ..]` for rows of slice `slice` and `t < n`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_slice(
+    w: &CpuWeight,
+    slice: usize,
+    x: &[f32],
+    x_stride: usize,
+    n: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    if n == 0 {
+        return Ok(());
+    }
+    need("matmul", "x", (n - 1) * x_stride + cols, x.len())?;
+    need("matmul", "y", (n - 1) * y_stride + rows, y.len())?;
+    if let (Some(wf), true) = (w.as_f32(), n >= GEMM_MIN_TOKENS) {
+        let wf = &wf[slice * rows * cols..(slice + 1) * rows * cols];
+        // dst (n × rows) = x (n × cols) · Wᵀ (cols × rows); Wᵀ[k][j] = W[j][k] at j·cols + k.
+        unsafe {
+            gemm::gemm(
+                n,
+                rows,
+                cols,
+                y.as_mut_ptr(),
+                1,
+                y_stride as isize,
+                false,
+                x.as_ptr(),
+                1,
+                x_stride as isize,
+                wf.as_ptr(),
+                cols as isize,
+                1,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                gemm::Parallelism::Rayon(rayon::current_num_threads()),
+            );
+        }
+        return Ok(());
+    }
+    let yp = SyncPtr(y.as_mut_ptr());
+    let f32_rows = w.as_f32();
+    (0..rows.div_ceil(ROW_BLOCK))
+        .into_par_iter()
+        .try_for_each(|blk| -> Result<()> {
+            let yp = yp;
+            let mut row = vec![0f32; cols];
+            for r in blk * ROW_BLOCK..((blk + 1) * ROW_BLOCK).min(rows) {
+                let g = slice * rows + r;
+                let wr: &[f32] = match f32_rows {
+                    Some(wf) => &wf[g * cols..(g + 1) * cols],
+                    None => {
+                        w.decode_row(g, &mut row)?;
+                        &row
+                    }
+                };
+                for t in 0..n {
+                    let v = dot(wr, &x[t * x_stride..t * x_stride + cols]);
+                    // SAFETY: (t, r) pairs are disjoint across tasks and in bounds (checked above).
+                    unsafe { *yp.0.add(t * y_stride + r) = v };
+                }
+            }
+            Ok(())
+        })
+}
+
+pub(crate) fn matmul(w: &CpuWeight, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+    if w.slices != 1 {
+        return Err(CoreError::Param {
+            op: "matmul",
+            msg: format!("weight has {} slices; use mul_mat_id", w.slices),
+        });
+    }
+    matmul_slice(w, 0, x, w.cols, n, y, w.rows)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn mul_mat_id(
+    w: &CpuWeight,
+    ids: &[u32],
+    n_used: usize,
+    x: &[f32],
+    x_per_slot: bool,
+    n: usize,
+    y: &mut [f32],
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    need("mul_mat_id", "ids", n * n_used, ids.len())?;
+    let x_rows = if x_per_slot { n * n_used } else { n };
+    need("mul_mat_id", "x", x_rows * cols, x.len())?;
+    need("mul_mat_id", "y", n * n_used * rows, y.len())?;
+    // Group (token, slot) pairs by slice so each slice's rows are read once per call.
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); w.slices];
+    for (i, &e) in ids[..n * n_used].iter().enumerate() {
+        let e = e as usize;
+        if e >= w.slices {
+            return Err(CoreError::Index {
+                op: "mul_mat_id",
+                index: e,
+                limit: w.slices,
+            });
+        }
+        groups[e].push(i);
+    }
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for (e, members) in groups.iter().enumerate() {
+        if members.is_empty() {
+            continue;
+        }
+        let m = members.len();
+        xs.clear();
+        for &i in members {
+            let xr = if x_per_slot { i } else { i / n_used };
+            xs.extend_from_slice(&x[xr * cols..(xr + 1) * cols]);
+        }
+        ys.resize(m * rows, 0.0);
+        matmul_slice(w, e, &xs, cols, m, &mut ys, rows)?;
+        for (j, &i) in members.iter().enumerate() {
+            y[i * rows..(i + 1) * rows].copy_from_slice(&ys[j * rows..(j + 1) * rows]);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn get_rows(w: &CpuWeight, ids: &[u32], n: usize, out: &mut [f32]) -> Result<()> {
+    need("get_rows", "ids", n, ids.len())?;
+    need("get_rows", "out", n * w.cols, out.len())?;
+    for (i, &id) in ids[..n].iter().enumerate() {
+        let r = id as usize;
+        if r >= w.total_rows() {
+            return Err(CoreError::Index {
+                op: "get_rows",
+                index: r,
+                limit: w.total_rows(),
+            });
+        }
+        w.decode_row(r, &mut out[i * w.cols..(i + 1) * w.cols])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! The CPU backend: buffers are `Vec`s, weights borrow the mmapped GGUF bytes, ops run on rayon.
+
+mod attention;
+mod elementwise;
+mod linear;
+pub mod router;
+mod weight;
+
+use std::borrow::Cow;
+
+use glint_gguf::GgmlType;
+
+pub use weight::CpuWeight;
+
+use crate::backend::Backend;
+use crate::error::{need, Result};
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams};
+
+/// CPU backend. Stateless: parallelism comes from rayon's global pool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+impl Backend for CpuBackend {
+    type Buf = Vec<f32>;
+    type Ids = Vec<u32>;
+    type Weight<'a> = CpuWeight<'a>;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn alloc(&self, len: usize) -> Result<Vec<f32>> {
+        Ok(vec![0.0; len])
+    }
+    fn upload(&self, host: &[f32]) -> Result<Vec<f32>> {
+        Ok(host.to_vec())
+    }
+    fn download(&self, buf: &Vec<f32>, out: &mut [f32]) -> Result<()> {
+        need("download", "buf", out.len(), buf.len())?;
+        out.copy_from_slice(&buf[..out.len()]);
+        Ok(())
+    }
+    fn buf_len(&self, buf: &Vec<f32>) -> usize {
+        buf.len()
+    }
+    fn upload_ids(&self, host: &[u32]) -> Result<Vec<u32>> {
+        Ok(host.to_vec())
+    }
+    fn download_ids(&self, ids: &Vec<u32>, out: &mut [u32]) -> Result<()> {
+        need("download_ids", "ids", out.len(), ids.len())?;
+        out.copy_from_slice(&ids[..out.len()]);
+        Ok(())
+    }
+    fn upload_weight<'a>(
+        &self,
+        name: &str,
+        ty: GgmlType,
+        dims: &[usize],
+        bytes: Cow<'a, [u8]>,
+    ) -> Result<CpuWeight<'a>> {
+        CpuWeight::new(name, ty, dims, bytes)
+    }
+
+    fn matmul(&self, w: &CpuWeight<'_>, x: &Vec<f32>, n: usize, y: &mut Vec<f32>) -> Result<()> {
+        linear::matmul(w, x, n, y)
+    }
+    fn mul_mat_id(
+        &self,
+        w: &CpuWeight<'_>,
+        ids: &Vec<u32>,
+        n_used: usize,
+        x: &Vec<f32>,
+        x_per_slot: bool,
+        n: usize,
+        y: &mut Vec<f32>,
+    ) -> Result<()> {
+        linear::mul_mat_id(w, ids, n_used, x, x_per_slot, n, y)
+    }
+    fn get_rows(&self, w: &CpuWeight<'_>, ids: &Vec<u32>, n: usize, out: &mut Vec<f32>) -> Result<()> {
+        linear::get_rows(w, ids, n, out)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &Vec<f32>,
+        w: &Vec<f32>,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Vec<f32>,
+    ) -> Result<()> {
+        elementwise::rms_norm(x, w, rows, dim, eps, y)
+    }
+    fn layer_norm(
+        &self,
+        x: &Vec<f32>,
+        w: &Vec<f32>,
+        b: &Vec<f32>,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Vec<f32>,
+    ) -> Result<()> {
+        elementwise::layer_norm(x, w, b, rows, dim, eps, y)
+    }
+    fn rope(&self, x: &mut Vec<f32>, pos: &Vec<u32>, inv_freq: &Vec<f32>, p: &RopeParams) -> Result<()> {
+        elementwise::rope(x, pos, inv_freq, p)
+    }
+    fn softmax(&self, x: &mut Vec<f32>, rows: usize, n: usize) -> Result<()> {
+        elementwise::softmax(x, rows, n)
+    }
+    fn silu_mul(&self, g: &Vec<f32>, u: &Vec<f32>, n: usize, out: &mut Vec<f32>) -> Result<()> {
+        elementwise::silu_mul(g, u, n, out)
+    }
+    fn add(&self, a: &mut Vec<f32>, b: &Vec<f32>, n: usize) -> Result<()> {
+        need("add", "a", n, a.len())?;
+        need("add", "b", n, b.len())?;
+        a[..n].iter_mut().zip(&b[..n]).for_each(|(x, y)| *x += y);
+        Ok(())
+    }
+    fn scale(&self, a: &mut Vec<f32>, s: f32, n: usize) -> Result<()> {
+        need("scale", "a", n, a.len())?;
+        a[..n].iter_mut().for_each(|x| *x *= s);
+        Ok(())
+    }
+    fn copy2d(
+        &self,
+        src: &Vec<f32>,
+        so: usize,
+        ss: usize,
+        dst: &mut Vec<f32>,
+        d_o: usize,
+        ds: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        elementwise::copy2d(src, so, ss, dst, d_o, ds, rows, cols)
+    }
+
+    fn moe_route(
+        &self,
+        logits: &Vec<f32>,
+        bias: Option<&Vec<f32>>,
+        n: usize,
+        p: &RouterParams,
+        ids: &mut Vec<u32>,
+        weights: &mut Vec<f32>,
+    ) -> Result<()> {
+        need("moe_route", "logits", n * p.n_expert, logits.len())?;
+        if let Some(b) = bias {
+            need("moe_route", "bias", p.n_expert, b.len())?;
+        }
+        need("moe_route", "ids", n * p.n_used, ids.len())?;
+        need("moe_route", "weights", n * p.n_used, weights.len())?;
+        if p.n_used > p.n_expert || p.n_group == 0 || p.n_expert % p.n_group != 0 {
+            return Err(crate::CoreError::Param {
+                op: "moe_route",
+                msg: format!(
+                    "{} experts, {} used, {} groups",
+                    p.n_expert, p.n_used, p.n_group
+                ),
+            });
+        }
+        for t in 0..n {
+            let (i, w) = router::route_token(
+                &logits[t * p.n_expert..(t + 1) * p.n_expert],
+                bias.map(|b| b.as_slice()),
+                p,
+            );
+            ids[t * p.n_used..(t + 1) * p.n_used].copy_from_slice(&i);
+            weights[t * p.n_used..(t + 1) * p.n_used].copy_from_slice(&w);
+        }
+        Ok(())
+    }
+    fn moe_combine(
+        &self,
+        y: &Vec<f32>,
+        weights: &Vec<f32>,
+        n: usize,
+        k: usize,
+        dim: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        need("moe_combine", "y", n * k * dim, y.len())?;
+        need("moe_combine", "weights", n * k, weights.len())?;
+        need("moe_combine", "out", n * dim, out.len())?;
+        for t in 0..n {
+            let o = &mut out[t * dim..(t + 1) * dim];
+            o.fill(0.0);
+            for s in 0..k {
+                let w = weights[t * k + s];
+                let ys = &y[(t * k + s) * dim..(t * k + s + 1) * dim];
+                o.iter_mut().zip(ys).for_each(|(a, b)| *a += w * b);
+            }
+        }
+        Ok(())
+    }
+    fn indexer_scores(
+        &self,
+        q: &Vec<f32>,
+        w: &Vec<f32>,
+        keys: &Vec<f32>,
+        pos: &Vec<u32>,
+        p: &IndexerParams,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        attention::indexer_scores(q, w, keys, pos, p, out)
+    }
+    fn top_k(&self, x: &Vec<f32>, rows: usize, n: usize, k: usize, ids: &mut Vec<u32>) -> Result<()> {
+        attention::top_k(x, rows, n, k, ids)
+    }
+    fn mla_attention(
+        &self,
+        q: &Vec<f32>,
+        cache: &Vec<f32>,
+        pos: &Vec<u32>,
+        selected: Option<&Vec<u32>>,
+        p: &AttnParams,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        attention::mla_attention(q, cache, pos, selected.map(|s| s.as_slice()), p, out)
+    }
+}

@@ -1,0 +1,14 @@
+//! The backend abstraction of glint: device buffers plus the ~25 coarse ops the MLA + MoE
+//! models need, and the CPU implementation that doubles as the reference for other backends.
+
+pub mod backend;
+pub mod cpu;
+pub mod error;
+pub mod params;
+pub mod rope;
+
+pub use backend::Backend;
+pub use cpu::{CpuBackend, CpuWeight};
+pub use error::{CoreError, Result};
+pub use glint_gguf::GgmlType;
+pub use params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams};

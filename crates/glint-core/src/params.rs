@@ -1,0 +1,69 @@
+//! Plain parameter structs for the coarse ops (shared by every backend).
+
+/// How the two values of a rotated pair are laid out inside the rotated span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeMode {
+    /// Pairs `(2i, 2i+1)`: GPT-J / ggml `NORM` (mode 0). GLM-5 MLA and indexer, DeepSeek MLA.
+    Interleaved,
+    /// Pairs `(i, i + n_rot/2)`: GPT-NeoX (ggml mode 2). DeepSeek-V3.2's indexer.
+    Neox,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RopeParams {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    /// First rotated dim inside each head.
+    pub offset: usize,
+    /// Number of rotated dims (even); `inv_freq` holds `n_rot / 2` values.
+    pub n_rot: usize,
+    pub mode: RopeMode,
+    /// Magnitude applied to cos and sin (YaRN attention factor; 1 for plain RoPE).
+    pub attn_factor: f32,
+}
+
+/// Expert gating function (`expert_gating_func`: 1 = softmax, 2 = sigmoid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    Softmax,
+    Sigmoid,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RouterParams {
+    pub n_expert: usize,
+    pub n_used: usize,
+    pub gating: Gating,
+    /// `expert_group_count`; 1 disables group limiting.
+    pub n_group: usize,
+    /// `expert_group_used_count`.
+    pub n_group_used: usize,
+    /// Divide the selected weights by their sum (`expert_weights_norm`).
+    pub normalize: bool,
+    /// Multiply the final weights (`expert_weights_scale`; 1 when absent).
+    pub scale: f32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct IndexerParams {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    /// Number of cached keys (rows of the key cache that are valid).
+    pub n_kv: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct AttnParams {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    /// Width of a query head and of a cache row (kv_lora_rank + rope dim = 576 for GLM-5).
+    pub dk: usize,
+    /// Width of the value (the first `dv` values of a cache row; kv_lora_rank).
+    pub dv: usize,
+    pub n_kv: usize,
+    /// Number of selected keys per query when a selection is passed.
+    pub n_selected: usize,
+    pub scale: f32,
+}
