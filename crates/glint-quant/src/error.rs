@@ -26,4 +26,11 @@ pub enum QuantError {
         n: usize,
         block: usize,
     },
+    /// An index into a table (an expert id in `mul_mat_id`) is outside the table.
+    #[error("{what} {index} is out of range (must be below {limit})")]
+    OutOfRange {
+        what: &'static str,
+        index: usize,
+        limit: usize,
+    },
 }
