@@ -1,0 +1,301 @@
+//! AVX-512 (F, BW, VL, VNNI) dot products: 64 weights per instruction, `vpdpbusd` /
+//! `vpdpwssd` fusing the multiply-add chains of the AVX2 kernels.
+//!
+//! Same integer sums as the scalar kernels (exact), same per-block float scaling as the AVX2
+//! kernels but in sixteen lanes. Types without a kernel here use the AVX2 one.
+
+use std::arch::x86_64::*;
+
+use glint_gguf::GgmlType;
+
+use super::avx2::{blocks, iq4xs_scale, q6k_bias};
+use super::x86_util::*;
+use super::VecDotFn;
+use crate::grids::KVALUES_IQ4NL;
+
+/// The AVX-512 kernel for `ty`, if there is one.
+pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => q4_0,
+        Q8_0 => q8_0,
+        Q4_K => q4_k,
+        Q5_K => q5_k,
+        Q6_K => q6_k,
+        IQ4_XS => iq4_xs,
+        _ => return None,
+    })
+}
+
+macro_rules! safe_kernel {
+    ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let nb = blocks(n, $qk, w, $wsize, a, $asize);
+            // SAFETY: lengths checked above; AVX-512 F/BW/VL/VNNI checked by `kernel_for`.
+            unsafe { $imp(nb, w.as_ptr(), a.as_ptr()) }
+        }
+    };
+}
+
+safe_kernel!(q8_0, q8_0_impl, 32, 34, 34);
+safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
+safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
+safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
+safe_kernel!(q6_k, q6_k_impl, 256, 210, 292);
+safe_kernel!(iq4_xs, iq4_xs_impl, 256, 136, 292);
+
+/// Two 32-byte halves as one 64-byte vector.
+#[inline(always)]
+unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+}
+
+/// Sixteen i16 lanes of `a` then sixteen of `b`.
+#[inline(always)]
+unsafe fn split16(a: i16, b: i16) -> __m512i {
+    join(_mm256_set1_epi16(a), _mm256_set1_epi16(b))
+}
+
+/// Signed x signed bytes summed in fours (abs / conditional negate, then `vpdpbusd`).
+#[inline(always)]
+unsafe fn dot_i8(x: __m512i, y: __m512i) -> __m512i {
+    let neg = _mm512_movepi8_mask(x);
+    let sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sy)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i + 2 <= nb {
+        let (xa, ya, xb, yb) = (
+            x.add(i * 34),
+            y.add(i * 34),
+            x.add(i * 34 + 34),
+            y.add(i * 34 + 34),
+        );
+        let qx = join(load256(xa.add(2)), load256(xb.add(2)));
+        let qy = join(load256(ya.add(2)), load256(yb.add(2)));
+        let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8(qx, qy)), acc);
+        i += 2;
+    }
+    let mut sum = _mm512_reduce_add_ps(acc);
+    if i < nb {
+        sum += super::scalar_legacy::dot_q8_0(
+            32,
+            std::slice::from_raw_parts(x.add(i * 34), 34),
+            std::slice::from_raw_parts(y.add(i * 34), 34),
+        );
+    }
+    sum
+}
+
+/// Eight lanes of `a` then eight of `b`.
+#[inline(always)]
+unsafe fn join_ps(a: f32, b: f32) -> __m512 {
+    _mm512_insertf32x8(
+        _mm512_castps256_ps512(_mm256_set1_ps(a)),
+        _mm256_set1_ps(b),
+        1,
+    )
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let eight = _mm512_set1_epi8(8);
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i + 2 <= nb {
+        let (xa, ya, xb, yb) = (
+            x.add(i * 18),
+            y.add(i * 34),
+            x.add(i * 18 + 18),
+            y.add(i * 34 + 34),
+        );
+        let ta = _mm_loadu_si128(xa.add(2) as *const __m128i);
+        let tb = _mm_loadu_si128(xb.add(2) as *const __m128i);
+        let qa = _mm256_set_m128i(_mm_srli_epi16(ta, 4), ta);
+        let qb = _mm256_set_m128i(_mm_srli_epi16(tb, 4), tb);
+        let q = _mm512_and_si512(join(qa, qb), m4);
+        let qy = join(load256(ya.add(2)), load256(yb.add(2)));
+        let z = _mm512_setzero_si512();
+        let p = _mm512_sub_epi32(
+            _mm512_dpbusd_epi32(z, q, qy),
+            _mm512_dpbusd_epi32(z, eight, qy),
+        );
+        let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+        i += 2;
+    }
+    let mut sum = _mm512_reduce_add_ps(acc);
+    if i < nb {
+        sum += super::scalar_legacy::dot_q4_0(
+            32,
+            std::slice::from_raw_parts(x.add(i * 18), 18),
+            std::slice::from_raw_parts(y.add(i * 34), 34),
+        );
+    }
+    sum
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_min = 0.0f32;
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 144), y.add(i * 292));
+        let yd = f32_at(yb);
+        let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
+        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let mut sumi = _mm512_setzero_si512();
+        for j in 0..4 {
+            let q4 = load256(xb.add(16 + 32 * j));
+            let w = _mm512_and_si512(join(q4, _mm256_srli_epi16(q4, 4)), m4);
+            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
+            let p16 = _mm512_maddubs_epi16(w, q8);
+            sumi = _mm512_dpwssd_epi32(sumi, p16, split16(sc[2 * j] as i16, sc[2 * j + 1] as i16));
+        }
+        let d = _mm512_set1_ps(yd * f16_at(xb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    _mm512_reduce_add_ps(acc) - acc_min
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let one = _mm512_set1_epi8(1);
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_min = 0.0f32;
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 176), y.add(i * 292));
+        let yd = f32_at(yb);
+        let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
+        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let qh = load256(xb.add(16));
+        let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
+        let mut sumi = _mm512_setzero_si512();
+        for j in 0..4 {
+            let q4 = load256(xb.add(48 + 32 * j));
+            let h = _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
+            let w = _mm512_or_si512(
+                _mm512_and_si512(join(q4, _mm256_srli_epi16(q4, 4)), m4),
+                _mm512_slli_epi16(h, 4),
+            );
+            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
+            let p16 = _mm512_maddubs_epi16(w, q8);
+            sumi = _mm512_dpwssd_epi32(sumi, p16, split16(sc[2 * j] as i16, sc[2 * j + 1] as i16));
+        }
+        let d = _mm512_set1_ps(yd * f16_at(xb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    _mm512_reduce_add_ps(acc) - acc_min
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m3 = _mm512_set1_epi8(3);
+    // i16 lane index -> which of the 16 scales covers it: 128-bit lane L of the vector for
+    // half h, pair p holds elements of 16-group 8h + 4p + L.
+    let idx = |base: i16| {
+        _mm512_set_epi16(
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+        )
+    };
+    let sel = [idx(0), idx(4), idx(8), idx(12)];
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_bias = 0.0f32;
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 210), y.add(i * 292));
+        let d = f32_at(yb) * f16_at(xb.add(208));
+        let sc = xb.add(192);
+        acc_bias += d * q6k_bias(sc, yb.add(260)) as f32;
+        let sc16 =
+            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
+        let mut sumi = _mm512_setzero_si512();
+        for h in 0..2 {
+            let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
+            let qh = load256(xb.add(128 + 32 * h));
+            let qh2 = join(qh, _mm256_srli_epi16(qh, 2));
+            let w01 = _mm512_or_si512(
+                _mm512_and_si512(ql, m4),
+                _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
+            );
+            let w23 = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
+            );
+            for (p, w) in [(0, w01), (1, w23)] {
+                let q8 = _mm512_loadu_si512(yb.add(4 + 128 * h + 64 * p) as *const _);
+                let p16 = _mm512_maddubs_epi16(w, q8);
+                let s = _mm512_permutexvar_epi16(sel[2 * h + p], sc16);
+                sumi = _mm512_dpwssd_epi32(sumi, p16, s);
+            }
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    _mm512_reduce_add_ps(acc) - acc_bias
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let values = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+    let mut acc = _mm512_setzero_ps();
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 136), y.add(i * 292));
+        let mut sumi = _mm512_setzero_si512();
+        for p in 0..4 {
+            let q = load256(xb.add(8 + 32 * p));
+            // [lo(sub 2p) lo(sub 2p+1) hi(sub 2p) hi(sub 2p+1)] -> [lo hi | lo hi] per sub-block.
+            let t = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
+            let codes = _mm512_shuffle_i64x2(t, t, 0b11_01_10_00);
+            let v = _mm512_shuffle_epi8(values, codes);
+            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
+            let neg = _mm512_movepi8_mask(v);
+            let sy = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            let p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), sy);
+            let ls = split16(iq4xs_scale(xb, 2 * p), iq4xs_scale(xb, 2 * p + 1));
+            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
+        }
+        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    _mm512_reduce_add_ps(acc)
+}

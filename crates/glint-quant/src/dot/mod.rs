@@ -1,0 +1,267 @@
+//! CPU dot products between one quantized weight row and one quantized activation row.
+//!
+//! Each weight type is paired with the activation format llama.cpp's CPU backend pairs it with on
+//! x86 (`type_traits_cpu[..].vec_dot_type`): Q8_K for k-quants, i-quants and ternary types, Q8_0
+//! for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, and the weight's own float format for
+//! F32/F16/BF16. The activation is quantized once per matmul ([`quantize_activation`]) and every
+//! row's dot product then runs on integers, which is both what makes these kernels fast and what
+//! lets the results be compared with llama.cpp's.
+//!
+//! The scalar kernels mirror ggml's `ggml_vec_dot_*_generic` operation for operation, including
+//! the order of the float accumulations, so they are the reference. The SIMD kernels compute the
+//! same integer sums (exactly) but accumulate the per-block float terms in a different order, so
+//! they agree with the scalar ones to a few f32 ulps of the sum of absolute block terms.
+
+mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod scalar_float;
+mod scalar_iq;
+mod scalar_k;
+mod scalar_legacy;
+#[cfg(target_arch = "x86_64")]
+mod x86_util;
+
+use std::sync::OnceLock;
+
+use glint_gguf::GgmlType;
+
+use crate::error::QuantError;
+
+pub use act::{activation_bytes, quantize_activation};
+
+/// A dot-product kernel: `n` elements of weights (`w`, whole blocks of the weight type) against
+/// `n` elements of activation (`a`, whole blocks of the partner type). Callers check lengths.
+pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// Which instruction-set family the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Portable Rust, bit-for-bit the ggml generic kernels.
+    Scalar,
+    /// AVX2 + FMA (+F16C).
+    Avx2,
+    /// AVX-512 F/BW/VL/DQ with VNNI (`vpdpbusd`, `vpdpwssd`).
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU can run the family.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512dq")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Every family this CPU can run, best last.
+    pub fn all_available() -> Vec<Isa> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+
+    fn best() -> Isa {
+        *Isa::all_available().last().unwrap_or(&Isa::Scalar)
+    }
+}
+
+/// The kernel family used by [`vec_dot`] and the matmuls: the best the CPU has, unless the
+/// environment variable `GLINT_CPU_KERNEL=scalar|avx2|avx512` asks for another (so tests and
+/// benchmarks can cover each path on one machine). Chosen once per process.
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let best = Isa::best();
+        let Ok(req) = std::env::var("GLINT_CPU_KERNEL") else {
+            return best;
+        };
+        let want = match req.to_ascii_lowercase().as_str() {
+            "scalar" => Isa::Scalar,
+            "avx2" => Isa::Avx2,
+            "avx512" => Isa::Avx512,
+            other => {
+                tracing::warn!(
+                    value = other,
+                    "GLINT_CPU_KERNEL not one of scalar|avx2|avx512; using {best:?}"
+                );
+                return best;
+            }
+        };
+        if want.available() {
+            want
+        } else {
+            tracing::warn!("GLINT_CPU_KERNEL={req} not supported by this CPU; using {best:?}");
+            best
+        }
+    })
+}
+
+/// The activation format llama.cpp's x86 CPU backend pairs with weights of type `ty`, or `None`
+/// when glint has no dot kernel for `ty`.
+pub fn partner_type(ty: GgmlType) -> Option<GgmlType> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => F32,
+        F16 => F16,
+        BF16 => BF16,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
+        Q4_1 | Q5_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S
+        | IQ1_M | IQ4_XS | TQ1_0 | TQ2_0 => Q8_K,
+        _ => return None,
+    })
+}
+
+/// The portable reference kernel for `ty` (mirrors `ggml_vec_dot_<ty>_<partner>_generic`).
+pub fn scalar_kernel(ty: GgmlType) -> Option<VecDotFn> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => scalar_float::dot_f32,
+        F16 => scalar_float::dot_f16,
+        BF16 => scalar_float::dot_bf16,
+        Q4_0 => scalar_legacy::dot_q4_0,
+        Q4_1 => scalar_legacy::dot_q4_1,
+        Q5_0 => scalar_legacy::dot_q5_0,
+        Q5_1 => scalar_legacy::dot_q5_1,
+        Q8_0 => scalar_legacy::dot_q8_0,
+        IQ4_NL => scalar_legacy::dot_iq4_nl,
+        MXFP4 => scalar_legacy::dot_mxfp4,
+        Q2_K => scalar_k::dot_q2_k,
+        Q3_K => scalar_k::dot_q3_k,
+        Q4_K => scalar_k::dot_q4_k,
+        Q5_K => scalar_k::dot_q5_k,
+        Q6_K => scalar_k::dot_q6_k,
+        TQ1_0 => scalar_k::dot_tq1_0,
+        TQ2_0 => scalar_k::dot_tq2_0,
+        IQ2_XXS => scalar_iq::dot_iq2_xxs,
+        IQ2_XS => scalar_iq::dot_iq2_xs,
+        IQ2_S => scalar_iq::dot_iq2_s,
+        IQ3_XXS => scalar_iq::dot_iq3_xxs,
+        IQ3_S => scalar_iq::dot_iq3_s,
+        IQ1_S => scalar_iq::dot_iq1_s,
+        IQ1_M => scalar_iq::dot_iq1_m,
+        IQ4_XS => scalar_iq::dot_iq4_xs,
+        _ => return None,
+    })
+}
+
+/// The kernel for `ty` in family `isa`: the SIMD one where that family has one for `ty`, else
+/// the scalar one. `None` when `ty` has no dot kernel at all, or `isa` is not available here.
+pub fn kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotFn> {
+    if !isa.available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let simd = match isa {
+            Isa::Scalar => None,
+            Isa::Avx2 => avx2::kernel(ty),
+            Isa::Avx512 => avx512::kernel(ty).or_else(|| avx2::kernel(ty)),
+        };
+        if simd.is_some() {
+            return simd;
+        }
+    }
+    scalar_kernel(ty)
+}
+
+/// Whether family `isa` has a dedicated SIMD kernel for `ty` (else it falls back to scalar).
+pub fn has_simd_kernel(ty: GgmlType, isa: Isa) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Scalar => false,
+            Isa::Avx2 => avx2::kernel(ty).is_some(),
+            Isa::Avx512 => avx512::kernel(ty).is_some() || avx2::kernel(ty).is_some(),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (ty, isa);
+        false
+    }
+}
+
+/// The kernel [`isa`] selects for `ty`.
+pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
+    kernel_for(ty, isa())
+}
+
+/// Checks that `w` and `a` hold exactly `n` elements of `ty` and of its partner.
+pub(crate) fn check_dot_args(
+    ty: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+) -> Result<GgmlType, QuantError> {
+    let partner = partner_type(ty).ok_or(QuantError::Unsupported { ty, op: "vec_dot" })?;
+    let blk = ty.block_size();
+    if n % blk != 0 || n % partner.block_size() != 0 {
+        return Err(QuantError::NotBlockAligned {
+            ty,
+            n,
+            block: blk.max(partner.block_size()),
+        });
+    }
+    let w_len = n / blk * ty.type_size();
+    if w.len() != w_len {
+        return Err(QuantError::BadLength {
+            ty,
+            what: "weight row bytes",
+            expected: w_len,
+            found: w.len(),
+        });
+    }
+    let a_len = n / partner.block_size() * partner.type_size();
+    if a.len() != a_len {
+        return Err(QuantError::BadLength {
+            ty: partner,
+            what: "activation row bytes",
+            expected: a_len,
+            found: a.len(),
+        });
+    }
+    Ok(partner)
+}
+
+/// Dot product of `n` weights of type `ty` with `n` activations already quantized to
+/// [`partner_type`]`(ty)` (see [`quantize_activation`]), with the kernel family [`isa`] picks.
+pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, QuantError> {
+    vec_dot_with(isa(), ty, n, w, a)
+}
+
+/// [`vec_dot`] with an explicit kernel family (falls back to scalar for types the family lacks).
+pub fn vec_dot_with(
+    isa: Isa,
+    ty: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+) -> Result<f32, QuantError> {
+    check_dot_args(ty, n, w, a)?;
+    let k = kernel_for(ty, isa).ok_or(QuantError::Unsupported {
+        ty,
+        op: "vec_dot on this CPU",
+    })?;
+    Ok(k(n, w, a))
+}

@@ -1,0 +1,98 @@
+//! Small x86 helpers shared by the AVX2 and AVX-512 kernels.
+//!
+//! They are `#[inline(always)]` without their own `target_feature`, so they only ever run
+//! inlined into a kernel that enables the features they use.
+
+use std::arch::x86_64::*;
+
+/// f16 bits to f32 with F16C (one `vcvtph2ps`), as ggml's `GGML_CPU_FP16_TO_FP32` on x86.
+#[inline(always)]
+pub unsafe fn f16_at(p: *const u8) -> f32 {
+    let bits = (p as *const u16).read_unaligned();
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// f32 read from an unaligned pointer.
+#[inline(always)]
+pub unsafe fn f32_at(p: *const u8) -> f32 {
+    (p as *const f32).read_unaligned()
+}
+
+/// Horizontal sum of eight f32 lanes.
+#[inline(always)]
+pub unsafe fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// 32 bytes from an unaligned pointer.
+#[inline(always)]
+pub unsafe fn load256(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// Signed x signed 8-bit products summed in fours into i32 lanes (AVX2: sign trick +
+/// `vpmaddubsw` + `vpmaddwd`). Exact while `|x| <= 127` or `|y| <= 127`, which Q8 activations
+/// guarantee.
+#[inline(always)]
+pub unsafe fn dot_i8_avx2(x: __m256i, y: __m256i) -> __m256i {
+    let ax = _mm256_sign_epi8(x, x);
+    let sy = _mm256_sign_epi8(y, x);
+    _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
+}
+
+/// ggml's `ksigns_iq2xs` expanded: for each 7-bit sign index, eight bytes of +1 / -1 (the eighth
+/// sign makes the number of minus signs even), ready for `vpsignb`.
+pub static SIGNS_PM1: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let s = (i as u32) | (((i as u32).count_ones() & 1) << 7);
+        let mut v = 0u64;
+        let mut j = 0;
+        while j < 8 {
+            let b: u64 = if s & (1 << j) != 0 { 0xff } else { 0x01 };
+            v |= b << (8 * j);
+            j += 1;
+        }
+        t[i] = v;
+        i += 1;
+    }
+    t
+};
+
+/// Unpacks the eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block with ggml's
+/// word-wide bit shuffle (equivalent to `get_scale_min_k4` for each j, but branch-free).
+#[inline(always)]
+pub fn k4_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let u0 = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+    let u1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+    let u2 = u32::from_le_bytes([q[8], q[9], q[10], q[11]]);
+    let mins_hi = ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4);
+    let mins_lo = u1 & KMASK1;
+    let sc_hi = (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4);
+    let sc_lo = u0 & KMASK1;
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    sc[..4].copy_from_slice(&sc_lo.to_le_bytes());
+    sc[4..].copy_from_slice(&sc_hi.to_le_bytes());
+    mn[..4].copy_from_slice(&mins_lo.to_le_bytes());
+    mn[4..].copy_from_slice(&mins_hi.to_le_bytes());
+    (sc, mn)
+}
+
+/// `sum_j bsums[j] * mins[j / 2]` of a Q8_K block for a Q4_K/Q5_K block's mins.
+#[inline(always)]
+pub unsafe fn bsums_dot_mins(bsums: *const u8, mins: &[u8; 8]) -> i32 {
+    let mut s = 0i32;
+    for j in 0..16 {
+        let b = (bsums.add(2 * j) as *const i16).read_unaligned() as i32;
+        s += b * mins[j / 2] as i32;
+    }
+    s
+}

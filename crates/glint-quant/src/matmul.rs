@@ -1,0 +1,286 @@
+//! Quantized matrix-vector and matrix-matrix products on the CPU.
+//!
+//! Decode is a memory-bandwidth problem: every weight byte is read once per token, so the
+//! kernels stream each thread's contiguous slab of rows once and the activations (a few KB,
+//! quantized once per call into reusable scratch) stay in L1/L2. Larger batches walk the weights
+//! in row tiles and the activations in batch tiles so that both stay cache-resident while every
+//! weight tile is reused across the batch tile.
+
+use glint_gguf::GgmlType;
+use rayon::prelude::*;
+
+use crate::dot::{self, VecDotFn};
+use crate::error::QuantError;
+
+/// A weight matrix in GGUF layout: `rows` rows of `cols` elements (ne0 = cols), bytes borrowed
+/// (typically straight from the mmap). For a stacked expert tensor (see
+/// [`crate::moe_matmul::mul_mat_id`]) `rows` is the rows of one expert and `data` holds all.
+#[derive(Clone, Copy, Debug)]
+pub struct QWeight<'a> {
+    pub ty: GgmlType,
+    pub cols: usize,
+    pub rows: usize,
+    pub data: &'a [u8],
+}
+
+impl<'a> QWeight<'a> {
+    /// Checks that `cols` is whole blocks and `data` is exactly `rows` rows.
+    pub fn new(ty: GgmlType, cols: usize, rows: usize, data: &'a [u8]) -> Result<Self, QuantError> {
+        Self::stacked(ty, cols, rows, 1, data)
+    }
+
+    /// A `{cols, rows, n_expert}` tensor: `n_expert` matrices of `rows` x `cols`, back to back.
+    pub fn stacked(
+        ty: GgmlType,
+        cols: usize,
+        rows: usize,
+        n_expert: usize,
+        data: &'a [u8],
+    ) -> Result<Self, QuantError> {
+        let row_bytes = row_bytes(ty, cols)?;
+        let expected = row_bytes
+            .checked_mul(rows)
+            .and_then(|v| v.checked_mul(n_expert))
+            .ok_or(QuantError::BadLength {
+                ty,
+                what: "weight bytes (size overflows)",
+                expected: usize::MAX,
+                found: data.len(),
+            })?;
+        if data.len() != expected {
+            return Err(QuantError::BadLength {
+                ty,
+                what: "weight bytes (rows x cols x experts)",
+                expected,
+                found: data.len(),
+            });
+        }
+        Ok(QWeight {
+            ty,
+            cols,
+            rows,
+            data,
+        })
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_size() * self.ty.type_size()
+    }
+}
+
+fn row_bytes(ty: GgmlType, cols: usize) -> Result<usize, QuantError> {
+    if cols % ty.block_size() != 0 {
+        return Err(QuantError::NotBlockAligned {
+            ty,
+            n: cols,
+            block: ty.block_size(),
+        });
+    }
+    Ok(cols / ty.block_size() * ty.type_size())
+}
+
+/// Scratch reused across calls so the hot path does not allocate: the quantized activations and
+/// the expert grouping of [`crate::moe_matmul::mul_mat_id`]. Buffers only grow.
+#[derive(Debug, Default)]
+pub struct MatmulScratch {
+    /// Quantized activations; u64 storage keeps block fields naturally aligned.
+    pub(crate) act: Vec<u64>,
+    pub(crate) expert_start: Vec<u32>,
+    pub(crate) slots: Vec<u32>,
+    pub(crate) tasks: Vec<(u32, u32, u32)>,
+}
+
+impl MatmulScratch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Quantizes the rows of `x` (each `cols` long) to `partner`; see [`quantize_rows`].
+    pub(crate) fn quantize(
+        &mut self,
+        partner: GgmlType,
+        x: &[f32],
+        cols: usize,
+    ) -> Result<(&[u8], usize), QuantError> {
+        quantize_rows(&mut self.act, partner, x, cols)
+    }
+}
+
+/// Quantizes the rows of `x` (each `cols` long) to `partner` into `buf`, returning the bytes and
+/// the stride of one quantized row. Rows are quantized in parallel for larger batches.
+pub(crate) fn quantize_rows<'b>(
+    buf: &'b mut Vec<u64>,
+    partner: GgmlType,
+    x: &[f32],
+    cols: usize,
+) -> Result<(&'b [u8], usize), QuantError> {
+    let stride = dot::activation_bytes(partner, cols)?;
+    let n_rows = x.len() / cols.max(1);
+    let need = stride * n_rows;
+    if buf.len() * 8 < need {
+        buf.resize(need.div_ceil(8), 0);
+    }
+    let bytes = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..need];
+    if n_rows >= 8 && rayon::current_num_threads() > 1 {
+        bytes
+            .par_chunks_mut(stride)
+            .zip(x.par_chunks(cols))
+            .try_for_each(|(o, xr)| dot::quantize_activation(partner, xr, o))?;
+    } else {
+        for (o, xr) in bytes.chunks_mut(stride).zip(x.chunks(cols)) {
+            dot::quantize_activation(partner, xr, o)?;
+        }
+    }
+    Ok((&bytemuck::cast_slice::<u64, u8>(buf)[..need], stride))
+}
+
+/// Output pointer shared by parallel tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+pub(crate) struct OutPtr(pub *mut f32);
+// SAFETY: every user hands each task a set of indices no other task writes (documented at the
+// call sites), and the pointee outlives the parallel scope.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// Rows of weights per tile when the batch is larger than one.
+const ROW_TILE: usize = 16;
+/// Activation rows per tile when the batch is larger than one.
+const BATCH_TILE: usize = 32;
+
+/// How many rows a parallel task gets: about four tasks per thread (so an uneven thread still
+/// finishes close to the others), never fewer than 16 rows (a task must amortise its start).
+pub(crate) fn chunk_rows(rows: usize, threads: usize) -> usize {
+    rows.div_ceil(threads * 4).max(16).min(rows.max(1))
+}
+
+/// out[o * out_stride + r] = W[r] . act[a] for r in `r0..r1` and every `(a, o) = slot(i)`,
+/// `i < n_slots` (activation row, output row). The weight rows start at byte `w_base`.
+///
+/// # Safety
+/// `out` must be valid for every written index and no other thread may touch those indices.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn dot_tile(
+    k: VecDotFn,
+    w: &QWeight,
+    w_base: usize,
+    (r0, r1): (usize, usize),
+    (act, stride): (&[u8], usize),
+    n_slots: usize,
+    slot: &dyn Fn(usize) -> (usize, usize),
+    out: OutPtr,
+    out_stride: usize,
+) {
+    let rb = w.row_bytes();
+    let row = |r: usize| &w.data[w_base + r * rb..w_base + (r + 1) * rb];
+    for bt in (0..n_slots).step_by(BATCH_TILE) {
+        let bt_end = (bt + BATCH_TILE).min(n_slots);
+        for rt in (r0..r1).step_by(ROW_TILE) {
+            for r in rt..(rt + ROW_TILE).min(r1) {
+                let wr = row(r);
+                for i in bt..bt_end {
+                    let (a, o) = slot(i);
+                    *out.0.add(o * out_stride + r) =
+                        k(w.cols, wr, &act[a * stride..(a + 1) * stride]);
+                }
+            }
+        }
+    }
+}
+
+/// y[b][r] = sum_c W[r][c] * x[b][c]; `x` is `batch` rows of `cols` f32, `y` is `batch` rows of
+/// `rows` f32. Activations are quantized to the weight type's vec_dot partner exactly as
+/// llama.cpp does on x86. Runs on the current rayon pool, split by rows.
+pub fn matmul(
+    w: &QWeight,
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    scratch: &mut MatmulScratch,
+) -> Result<(), QuantError> {
+    check_len(
+        w.ty,
+        "activations x (batch x cols)",
+        batch * w.cols,
+        x.len(),
+    )?;
+    check_len(w.ty, "output y (batch x rows)", batch * w.rows, y.len())?;
+    check_len(
+        w.ty,
+        "weight bytes (rows x cols)",
+        w.rows * w.row_bytes(),
+        w.data.len(),
+    )?;
+    let partner = dot::partner_type(w.ty).ok_or(QuantError::Unsupported {
+        ty: w.ty,
+        op: "matmul",
+    })?;
+    let k = dot::kernel(w.ty).ok_or(QuantError::Unsupported {
+        ty: w.ty,
+        op: "matmul",
+    })?;
+    if batch == 0 || w.rows == 0 {
+        return Ok(());
+    }
+    let (act, stride) = scratch.quantize(partner, x, w.cols)?;
+    let rows = w.rows;
+    let threads = rayon::current_num_threads();
+    if batch == 1 {
+        let a = &act[..stride];
+        let rb = w.row_bytes();
+        let run = |r0: usize, ys: &mut [f32]| {
+            for (i, yv) in ys.iter_mut().enumerate() {
+                let r = r0 + i;
+                *yv = k(w.cols, &w.data[r * rb..(r + 1) * rb], a);
+            }
+        };
+        if threads == 1 {
+            run(0, y);
+        } else {
+            let chunk = chunk_rows(rows, threads);
+            y.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(c, ys)| run(c * chunk, ys));
+        }
+        return Ok(());
+    }
+    let out = OutPtr(y.as_mut_ptr());
+    let chunk = chunk_rows(rows, threads);
+    let n_chunks = rows.div_ceil(chunk);
+    (0..n_chunks).into_par_iter().for_each(|c| {
+        let (r0, r1) = (c * chunk, ((c + 1) * chunk).min(rows));
+        // SAFETY: task c writes only y[b * rows + r] for r in its own row range r0..r1, and
+        // y has batch * rows elements (checked above).
+        unsafe {
+            dot_tile(
+                k,
+                w,
+                0,
+                (r0, r1),
+                (act, stride),
+                batch,
+                &|b| (b, b),
+                out,
+                rows,
+            )
+        };
+    });
+    Ok(())
+}
+
+pub(crate) fn check_len(
+    ty: GgmlType,
+    what: &'static str,
+    expected: usize,
+    found: usize,
+) -> Result<(), QuantError> {
+    if expected != found {
+        return Err(QuantError::BadLength {
+            ty,
+            what,
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
