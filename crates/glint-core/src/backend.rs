@@ -26,6 +26,8 @@ pub trait Backend: Send + Sync {
     type Weight<'a>: Send + Sync;
 
     fn name(&self) -> &'static str;
+    /// Whether `upload_weight` + the matmul ops accept this GGML type.
+    fn supports_weight_type(&self, ty: GgmlType) -> bool;
 
     // ---- memory ----------------------------------------------------------------------------
     /// A zero-filled buffer of `len` floats.

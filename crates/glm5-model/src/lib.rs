@@ -2,5 +2,15 @@
 //! the generation loop.
 
 pub mod chat;
+pub mod generate;
 pub mod sampler;
 pub mod tokenizer;
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod weights;
+
+pub use config::{Arch, Config, IndexerConfig};
+pub use error::{ModelError, Result};
+pub use glint_core::{Backend, CpuBackend};
+pub use model::Glm5;

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use glint_gguf::GgmlType;
 
-pub use weight::CpuWeight;
+pub use weight::{decode_to_f32, CpuWeight};
 
 use crate::backend::Backend;
 use crate::error::{need, Result};
@@ -33,6 +33,9 @@ impl Backend for CpuBackend {
 
     fn name(&self) -> &'static str {
         "cpu"
+    }
+    fn supports_weight_type(&self, ty: GgmlType) -> bool {
+        weight::decodable(ty)
     }
 
     fn alloc(&self, len: usize) -> Result<Vec<f32>> {

@@ -110,6 +110,21 @@ impl<'a> CpuWeight<'a> {
     }
 }
 
+/// Types this backend can decode (and therefore multiply).
+pub(crate) fn decodable(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+        || glint_quant::traits(ty).to_f32.is_some()
+}
+
+/// Decodes a whole tensor to f32 on the host (norm weights, legacy fused tensors).
+pub fn decode_to_f32(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
+    let expected = ty
+        .row_bytes(out.len() as u64)
+        .ok_or(CoreError::UnsupportedType { op: "decode", ty })? as usize;
+    crate::error::need("decode", "bytes", expected, bytes.len())?;
+    decode(ty, &bytes[..expected], out)
+}
+
 /// Decodes one row of any supported type to f32.
 pub(crate) fn decode(ty: GgmlType, b: &[u8], out: &mut [f32]) -> Result<()> {
     match ty {
@@ -128,7 +143,7 @@ pub(crate) fn decode(ty: GgmlType, b: &[u8], out: &mut [f32]) -> Result<()> {
                 *o = bf16::from_le_bytes([c[0], c[1]]).to_f32();
             }
         }
-        _ => return Err(CoreError::UnsupportedType { op: "decode", ty }),
+        _ => glint_quant::dequantize(ty, b, out)?,
     }
     Ok(())
 }

@@ -1,0 +1,143 @@
+//! The GLM-5 / DeepSeek-V3 forward pass over the whole trunk, on any backend.
+
+use glint_core::Backend;
+use glint_gguf::Gguf;
+use glint_mla::{Batch, MlaCache, MlaDims, Rope};
+use tracing::debug;
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+use crate::weights::{Ffn, ModelWeights};
+
+/// A loaded model plus its KV cache. Borrows the GGUF so CPU weights stay in the mmap.
+pub struct Glm5<'a, B: Backend> {
+    be: B,
+    cfg: Config,
+    w: ModelWeights<'a, B>,
+    dims: MlaDims,
+    rope: Rope<B>,
+    cache: MlaCache<B>,
+}
+
+impl<'a, B: Backend> Glm5<'a, B> {
+    /// Reads the config, binds every trunk tensor by name (checking shapes) and allocates a KV
+    /// cache for `ctx_len` tokens.
+    pub fn load(gguf: &'a Gguf, backend: B, ctx_len: usize) -> Result<Self> {
+        let cfg = Config::from_gguf(gguf)?;
+        let w = ModelWeights::bind(gguf, &backend, &cfg)?;
+        let dims = MlaDims {
+            d_model: cfg.d_model,
+            n_heads: cfg.n_heads,
+            q_lora: cfg.q_lora,
+            kv_lora: cfg.kv_lora,
+            nope: cfg.nope,
+            rope: cfg.rope_dim,
+            v_dim: cfg.v_dim,
+            eps: cfg.rms_eps,
+            scale: cfg.attn_scale,
+        };
+        let freqs = glint_core::rope::inv_freq(cfg.rope_theta, cfg.rope_dim, cfg.yarn.as_ref());
+        let rope = Rope {
+            inv_freq: backend.upload(&freqs)?,
+            attn_factor: 1.0,
+            mode: glint_core::RopeMode::Interleaved,
+        };
+        let index_dims: Vec<Option<usize>> = (0..cfg.n_layer)
+            .map(|_| cfg.indexer.as_ref().map(|ix| ix.head_dim))
+            .collect();
+        let cache = MlaCache::new(&backend, ctx_len, dims.row(), &index_dims)?;
+        debug!(arch = ?cfg.arch, layers = cfg.n_layer, ctx_len, "model loaded");
+        Ok(Self {
+            be: backend,
+            cfg,
+            w,
+            dims,
+            rope,
+            cache,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn backend(&self) -> &B {
+        &self.be
+    }
+    pub fn ctx_len(&self) -> usize {
+        self.cache.ctx_len()
+    }
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+    /// Empties the KV cache.
+    pub fn reset(&mut self) {
+        self.cache.reset();
+    }
+
+    /// Logits for every position of `tokens` (`tokens.len() × n_vocab`, row-major).
+    pub fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        self.run(tokens, start_pos, false)
+    }
+
+    /// Logits of the last position only (`n_vocab` floats).
+    pub fn forward_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        self.run(tokens, start_pos, true)
+    }
+
+    fn run(&mut self, tokens: &[u32], start: usize, last_only: bool) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(ModelError::EmptyBatch);
+        }
+        let nv = self.cfg.n_vocab;
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= nv) {
+            return Err(ModelError::TokenOutOfRange {
+                token: t,
+                n_vocab: nv,
+            });
+        }
+        self.cache.check_append(start, n)?;
+        let be = &self.be;
+        let d = self.cfg.d_model;
+        let ids = be.upload_ids(tokens)?;
+        let mut h = be.alloc(n * d)?;
+        be.get_rows(&self.w.token_embd, &ids, n, &mut h)?;
+        let batch = Batch::new(be, start, n, self.cfg.n_heads)?;
+        let mut x = be.alloc(n * d)?;
+        let mut y = be.alloc(n * d)?;
+        for (l, lw) in self.w.layers.iter().enumerate() {
+            be.rms_norm(&h, &lw.attn_norm, n, d, self.cfg.rms_eps, &mut x)?;
+            glint_mla::forward(
+                be,
+                &lw.attn,
+                &self.dims,
+                &self.rope,
+                &x,
+                &batch,
+                &mut self.cache.layers[l],
+                &mut y,
+            )?;
+            be.add(&mut h, &y, n * d)?;
+            be.rms_norm(&h, &lw.ffn_norm, n, d, self.cfg.rms_eps, &mut x)?;
+            match &lw.ffn {
+                Ffn::Dense(m) => glint_moe::mlp(be, m, &x, n, &mut y)?,
+                Ffn::Moe(m) => glint_moe::moe(be, m, &x, n, d, &mut y)?,
+            }
+            be.add(&mut h, &y, n * d)?;
+        }
+        self.cache.commit(start, n);
+
+        let rows = if last_only { 1 } else { n };
+        if last_only && n > 1 {
+            let mut last = be.alloc(d)?;
+            be.copy2d(&h, (n - 1) * d, d, &mut last, 0, d, 1, d)?;
+            h = last;
+        }
+        be.rms_norm(&h, &self.w.output_norm, rows, d, self.cfg.rms_eps, &mut x)?;
+        let mut logits = be.alloc(rows * nv)?;
+        be.matmul(&self.w.output, &x, rows, &mut logits)?;
+        let mut out = vec![0f32; rows * nv];
+        be.download(&logits, &mut out)?;
+        Ok(out)
+    }
+}
