@@ -26,6 +26,9 @@ pub struct TypeTraits {
     /// The format the activation is quantized to for this type's CPU dot product (ggml-cpu's
     /// x86 `vec_dot_type`). `None` for types that are never a matmul weight (Q8_K, integers).
     pub vec_dot_type: Option<GgmlType>,
+    /// CPU dot product of one weight row with one `vec_dot_type` activation row (the best kernel
+    /// this CPU has; see `dot`). Unchecked lengths: prefer `dot::vec_dot` outside hot loops.
+    pub vec_dot: Option<crate::dot::VecDotFn>,
 }
 
 impl TypeTraits {
@@ -35,6 +38,7 @@ impl TypeTraits {
         to_f32: None,
         from_f32: None,
         vec_dot_type: None,
+        vec_dot: None,
     };
 }
 
@@ -47,6 +51,7 @@ macro_rules! row {
             to_f32: $to,
             from_f32: $from,
             vec_dot_type: $vdt,
+            vec_dot: crate::dot::table_kernel(T::$ty),
             ..TypeTraits::EMPTY
         }
     };

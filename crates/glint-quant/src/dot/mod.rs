@@ -265,3 +265,40 @@ pub fn vec_dot_with(
     })?;
     Ok(k(n, w, a))
 }
+
+/// Defines one run-time-dispatched kernel per type (the [`kernel`] choice, looked up once) and
+/// the const lookup the type table uses to fill its `vec_dot` column.
+macro_rules! dispatched {
+    ($($name:ident => $ty:ident),* $(,)?) => {
+        mod auto {
+            use super::*;
+            $(
+                pub fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+                    static K: OnceLock<VecDotFn> = OnceLock::new();
+                    let k = K.get_or_init(|| kernel(GgmlType::$ty).unwrap_or(|_, _, _| f32::NAN));
+                    k(n, w, a)
+                }
+            )*
+        }
+
+        /// The `vec_dot` entry of the type table: the kernel [`isa`] selects for `ty`, or `None`
+        /// if `ty` has no dot product. Unchecked: `w` and `a` must hold exactly `n` elements of
+        /// the type and of its [`partner_type`] (use [`vec_dot`] for a checked call).
+        pub const fn table_kernel(ty: GgmlType) -> Option<VecDotFn> {
+            match ty {
+                $(GgmlType::$ty => Some(auto::$name as VecDotFn),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+dispatched! {
+    f32_ => F32, f16_ => F16, bf16_ => BF16,
+    q4_0 => Q4_0, q4_1 => Q4_1, q5_0 => Q5_0, q5_1 => Q5_1, q8_0 => Q8_0,
+    iq4_nl => IQ4_NL, mxfp4 => MXFP4,
+    q2_k => Q2_K, q3_k => Q3_K, q4_k => Q4_K, q5_k => Q5_K, q6_k => Q6_K,
+    tq1_0 => TQ1_0, tq2_0 => TQ2_0,
+    iq2_xxs => IQ2_XXS, iq2_xs => IQ2_XS, iq2_s => IQ2_S, iq3_xxs => IQ3_XXS, iq3_s => IQ3_S,
+    iq1_s => IQ1_S, iq1_m => IQ1_M, iq4_xs => IQ4_XS,
+}
