@@ -220,11 +220,14 @@ pub(crate) fn tensor_bytes(name: &str, ty: GgmlType, dims: &[u64]) -> Result<u64
         tensor: name.to_string(),
         dims: dims.to_vec(),
     };
-    let mut n_elements: u64 = 1;
-    for &d in dims {
-        n_elements = n_elements.checked_mul(d).ok_or_else(overflow)?;
+    // Zero dimensions are skipped so that the product of any subset of dims (n_rows, or
+    // n_elements multiplied in any order) is known to fit; a zero-sized tensor with huge other
+    // dims is still rejected (found by fuzzing: `[0, 2^40, 2^40]` overflowed `n_rows`).
+    let mut nonzero_product: u64 = 1;
+    for &d in dims.iter().filter(|&&d| d != 0) {
+        nonzero_product = nonzero_product.checked_mul(d).ok_or_else(overflow)?;
     }
-    if n_elements > i64::MAX as u64 {
+    if nonzero_product > i64::MAX as u64 {
         return Err(overflow());
     }
     let row_len = dims.first().copied().unwrap_or(1);
