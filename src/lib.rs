@@ -5,3 +5,4 @@
 
 pub use glint_gguf as gguf;
 pub use glint_quant as quant;
+pub use glm5_model as model;

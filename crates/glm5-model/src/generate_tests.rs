@@ -1,0 +1,144 @@
+//! The loop is driven by a scripted model whose logits make the next token a known function of
+//! the position, so the expected token stream, text, stop reason and step counts are known in
+//! advance.
+
+use super::*;
+use crate::tokenizer::{token_type, TokenizerSpec};
+
+/// Vocabulary: 0 "h", 1 "i", 2 "Ġ", 3 "Ã", 4 "©" (bytes C3 A9 = "é"), 5 "<|endoftext|>" (eos).
+fn tokenizer() -> Tokenizer {
+    let tokens: Vec<String> = ["h", "i", "Ġ", "Ã", "©", "<|endoftext|>"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut token_types = vec![token_type::NORMAL; tokens.len()];
+    token_types[5] = token_type::CONTROL;
+    Tokenizer::from_spec(TokenizerSpec {
+        model: "gpt2".into(),
+        pre: "glm4".into(),
+        tokens,
+        token_types,
+        eos: Some(5),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Emits `script[cache_len_after_call - prompt_len]`, i.e. a fixed continuation.
+struct Scripted {
+    script: Vec<u32>,
+    prompt_len: usize,
+    cache: usize,
+    ctx: usize,
+    calls: Vec<(Vec<u32>, usize)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("scripted model error")]
+struct Never;
+
+impl LogitsSource for Scripted {
+    type Error = Never;
+    fn forward_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, Never> {
+        self.calls.push((tokens.to_vec(), start_pos));
+        self.cache = start_pos + tokens.len();
+        let idx = self.cache - self.prompt_len;
+        let mut l = vec![0.0f32; 6];
+        l[self.script[idx.min(self.script.len() - 1)] as usize] = 10.0;
+        Ok(l)
+    }
+    fn cache_len(&self) -> usize {
+        self.cache
+    }
+    fn ctx_len(&self) -> usize {
+        self.ctx
+    }
+}
+
+fn scripted(script: &[u32], prompt_len: usize, ctx: usize) -> Scripted {
+    Scripted {
+        script: script.to_vec(),
+        prompt_len,
+        cache: 0,
+        ctx,
+        calls: Vec::new(),
+    }
+}
+
+fn greedy(n: usize) -> GenerateParams {
+    GenerateParams {
+        max_new_tokens: n,
+        sampler: SamplerConfig::greedy(),
+        stop_at_eog: true,
+    }
+}
+
+#[test]
+fn prefills_once_then_decodes_one_token_at_a_time_until_eos() {
+    let tok = tokenizer();
+    // "hi é" then eos.
+    let mut m = scripted(&[0, 1, 2, 3, 4, 5, 0], 2, 64);
+    let mut pieces = Vec::new();
+    let g = generate(&mut m, &tok, &[1, 1], &greedy(100), |s| {
+        pieces.push(s.to_string())
+    })
+    .unwrap();
+    assert_eq!(g.tokens, vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(g.stop, StopReason::EndOfGeneration(5));
+    assert_eq!(g.text, "hi é");
+    // The lead byte of "é" produced no text on its own.
+    assert_eq!(pieces, vec!["h", "i", " ", "é"]);
+    assert_eq!(g.prompt_tokens, 2);
+    assert_eq!(g.decode_steps, 5);
+    assert_eq!(m.calls[0], (vec![1, 1], 0));
+    assert_eq!(m.calls[1], (vec![0], 2));
+    assert_eq!(m.calls[5], (vec![4], 6));
+}
+
+#[test]
+fn stops_at_max_tokens_and_context_end() {
+    let tok = tokenizer();
+    let mut m = scripted(&[0, 1, 0, 1, 0, 1], 1, 64);
+    let g = generate(&mut m, &tok, &[2], &greedy(3), |_| {}).unwrap();
+    assert_eq!(
+        (g.tokens.clone(), g.stop),
+        (vec![0, 1, 0], StopReason::MaxTokens)
+    );
+    assert_eq!(g.decode_steps, 2);
+
+    // ctx 3: prompt 1 + two decoded tokens fill it; the third sampled token cannot be fed back.
+    let mut m = scripted(&[0, 1, 0, 1, 0, 1], 1, 3);
+    let g = generate(&mut m, &tok, &[2], &greedy(10), |_| {}).unwrap();
+    assert_eq!(g.tokens, vec![0, 1, 0]);
+    assert_eq!(g.stop, StopReason::ContextFull);
+}
+
+#[test]
+fn rejects_empty_and_oversized_prompts() {
+    let tok = tokenizer();
+    let mut m = scripted(&[0], 0, 2);
+    assert!(matches!(
+        generate(&mut m, &tok, &[], &greedy(1), |_| {}),
+        Err(GenerateError::EmptyPrompt)
+    ));
+    assert!(matches!(
+        generate(&mut m, &tok, &[0, 0, 0], &greedy(1), |_| {}),
+        Err(GenerateError::PromptTooLong {
+            prompt: 3,
+            ctx_len: 2
+        })
+    ));
+}
+
+#[test]
+fn eos_can_be_ignored_for_fixed_length_runs() {
+    let tok = tokenizer();
+    let mut m = scripted(&[5, 5, 5], 1, 64);
+    let p = GenerateParams {
+        stop_at_eog: false,
+        ..greedy(3)
+    };
+    let g = generate(&mut m, &tok, &[0], &p, |_| {}).unwrap();
+    assert_eq!(g.tokens, vec![5, 5, 5]);
+    assert_eq!(g.text, "<|endoftext|><|endoftext|><|endoftext|>");
+}
