@@ -1,0 +1,87 @@
+//! Every SIMD kernel against the scalar reference on random blocks, for each instruction set
+//! this CPU supports. Integer sums are exact in both; only the order of the per-block float
+//! accumulation differs, so the bound is a few f32 ulps of the sum of |block terms|, taken as
+//! `(blocks + 16) * eps * sum |w_i a_i|` over the dequantized values.
+
+mod dotutil;
+
+use dotutil::{abs_dot, random_activations, random_weights, Rng};
+use glint_gguf::GgmlType;
+use glint_quant::dequantize_to_vec;
+use glint_quant::dot::{self, Isa};
+use proptest::prelude::*;
+
+const SIMD_TYPES: &[GgmlType] = &[
+    GgmlType::Q4_0,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_XS,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ3_XXS,
+];
+
+fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseError> {
+    let n = 256 * blocks_256;
+    let mut rng = Rng::new(seed);
+    let w = random_weights(ty, n, &mut rng);
+    let x = random_activations(n, &mut rng);
+    let partner = dot::partner_type(ty).unwrap();
+    let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
+    dot::quantize_activation(partner, &x, &mut act).unwrap();
+    let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+    let mag = abs_dot(&dequantize_to_vec(ty, &w).unwrap(), &dequantize_to_vec(partner, &act).unwrap());
+    let blocks = n / ty.block_size();
+    let tol = (blocks + 16) as f64 * f32::EPSILON as f64 * mag;
+    for isa in Isa::all_available() {
+        let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
+        prop_assert!(
+            ((got - scalar) as f64).abs() <= tol,
+            "{} {:?}: {} vs scalar {} (tol {})", ty, isa, got, scalar, tol
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn simd_equals_scalar(t in 0..SIMD_TYPES.len(), blocks in 1usize..24, seed in any::<u64>()) {
+        compare(SIMD_TYPES[t], blocks, seed)?;
+    }
+}
+
+/// Odd block counts exercise the AVX-512 two-blocks-at-a-time tails of Q4_0/Q8_0.
+#[test]
+fn legacy_odd_block_counts() {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        for nb in 1..12 {
+            let n = 32 * nb;
+            let mut rng = Rng::new(nb as u64);
+            let w = random_weights(ty, n, &mut rng);
+            let x = random_activations(n, &mut rng);
+            let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_0, n).unwrap()];
+            dot::quantize_activation(GgmlType::Q8_0, &x, &mut act).unwrap();
+            let s = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+            let mag = abs_dot(&dequantize_to_vec(ty, &w).unwrap(), &dequantize_to_vec(GgmlType::Q8_0, &act).unwrap());
+            for isa in Isa::all_available() {
+                let g = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
+                assert!(((g - s) as f64).abs() <= (nb + 16) as f64 * 1.2e-7 * mag, "{ty} {isa:?} nb {nb}: {g} vs {s}");
+            }
+        }
+    }
+}
+
+/// The kernels SIMD families promise are really there (not silently scalar).
+#[test]
+fn simd_coverage() {
+    for isa in Isa::all_available() {
+        if isa == Isa::Scalar {
+            continue;
+        }
+        for &ty in SIMD_TYPES {
+            assert!(dot::has_simd_kernel(ty, isa), "{ty} {isa:?}");
+        }
+    }
+}
