@@ -116,8 +116,13 @@ pub trait Backend: Send + Sync {
     /// Numerically stable softmax of each of `rows` rows of width `n`, in place.
     fn softmax(&self, x: &mut Self::Buf, rows: usize, n: usize) -> Result<()>;
     /// `out[i] = silu(gate[i])·up[i]` for `i < n` (SwiGLU, in f32).
-    fn silu_mul(&self, gate: &Self::Buf, up: &Self::Buf, n: usize, out: &mut Self::Buf)
-        -> Result<()>;
+    fn silu_mul(
+        &self,
+        gate: &Self::Buf,
+        up: &Self::Buf,
+        n: usize,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
     /// `a[i] += b[i]` for `i < n`.
     fn add(&self, a: &mut Self::Buf, b: &Self::Buf, n: usize) -> Result<()>;
     /// `a[i] *= s` for `i < n`.
@@ -176,8 +181,14 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Indices of the `k` largest values of each of `rows` rows of width `n` (`k ≤ n`), in
     /// descending order of value; ties go to the lower index.
-    fn top_k(&self, x: &Self::Buf, rows: usize, n: usize, k: usize, ids: &mut Self::Ids)
-        -> Result<()>;
+    fn top_k(
+        &self,
+        x: &Self::Buf,
+        rows: usize,
+        n: usize,
+        k: usize,
+        ids: &mut Self::Ids,
+    ) -> Result<()>;
     /// Absorbed-MLA attention: MQA over the latent cache. `q` is `[n × n_heads × dk]`, `cache`
     /// `[≥ n_kv × dk]` (one shared K row per token; V = its first `dv` values), output
     /// `[n × n_heads × dv]`. Query `s` sees key `t` iff `t ≤ positions[s]` and, when `selected`

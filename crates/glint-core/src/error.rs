@@ -32,7 +32,12 @@ pub type Result<T> = std::result::Result<T, CoreError>;
 
 /// Checks that a buffer holds at least `expected` elements (buffers may be larger than the
 /// current batch: they are reused across calls to avoid allocating on the decode path).
-pub(crate) fn need(op: &'static str, what: &'static str, expected: usize, found: usize) -> Result<()> {
+pub(crate) fn need(
+    op: &'static str,
+    what: &'static str,
+    expected: usize,
+    found: usize,
+) -> Result<()> {
     if found < expected {
         return Err(CoreError::Shape {
             op,

@@ -60,7 +60,11 @@ fn softmax_gating_without_norm() {
     };
     let mut ids = vec![0u32; 2];
     let mut w = vec![0f32; 2];
-    be.moe_route(&logits, None, 1, &p, &mut ids, &mut w).unwrap();
+    be.moe_route(&logits, None, 1, &p, &mut ids, &mut w)
+        .unwrap();
     assert_eq!(ids, vec![3, 2]);
-    assert!((w[0] - 0.4).abs() < 1e-6 && (w[1] - 0.3).abs() < 1e-6, "{w:?}");
+    assert!(
+        (w[0] - 0.4).abs() < 1e-6 && (w[1] - 0.3).abs() < 1e-6,
+        "{w:?}"
+    );
 }

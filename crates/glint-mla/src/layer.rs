@@ -113,6 +113,7 @@ impl<B: Backend> Batch<B> {
 /// Runs attention for the batch: `a` is the attn-normed hidden state `[n × d_model]`; writes the
 /// attention output (after `attn_output`) to `out [n × d_model]`. Appends this batch's latent
 /// rows (and indexer keys) to `cache` at rows `batch.start..`.
+#[allow(clippy::too_many_arguments)]
 pub fn forward<B: Backend>(
     be: &B,
     w: &MlaWeights<'_, B>,
@@ -183,8 +184,26 @@ pub fn forward<B: Backend>(
         },
     )?;
     let base = batch.start * row;
-    be.copy2d(&ckv, 0, d.kv_lora, &mut cache.latent, base, row, n, d.kv_lora)?;
-    be.copy2d(&kpe, 0, d.rope, &mut cache.latent, base + d.kv_lora, row, n, d.rope)?;
+    be.copy2d(
+        &ckv,
+        0,
+        d.kv_lora,
+        &mut cache.latent,
+        base,
+        row,
+        n,
+        d.kv_lora,
+    )?;
+    be.copy2d(
+        &kpe,
+        0,
+        d.rope,
+        &mut cache.latent,
+        base + d.kv_lora,
+        row,
+        n,
+        d.rope,
+    )?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
     let mut qn = be.alloc(n * h * d.nope)?;
@@ -255,9 +274,26 @@ fn indexer<B: Backend>(
     let mut kraw = be.alloc(n * id.head_dim)?;
     be.matmul(&iw.k, a, n, &mut kraw)?;
     let mut k = be.alloc(n * id.head_dim)?;
-    be.layer_norm(&kraw, &iw.k_norm, &iw.k_norm_bias, n, id.head_dim, id.eps, &mut k)?;
+    be.layer_norm(
+        &kraw,
+        &iw.k_norm,
+        &iw.k_norm_bias,
+        n,
+        id.head_dim,
+        id.eps,
+        &mut k,
+    )?;
     be.rope(&mut k, &batch.positions, &rope.inv_freq, &rp(1))?;
-    be.copy2d(&k, 0, id.head_dim, keys, batch.start * id.head_dim, id.head_dim, n, id.head_dim)?;
+    be.copy2d(
+        &k,
+        0,
+        id.head_dim,
+        keys,
+        batch.start * id.head_dim,
+        id.head_dim,
+        n,
+        id.head_dim,
+    )?;
     if n_kv <= id.top_k {
         return Ok(None);
     }

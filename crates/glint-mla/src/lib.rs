@@ -11,6 +11,4 @@ pub mod naive;
 
 pub use cache::{LayerCache, MlaCache};
 pub use error::{MlaError, Result};
-pub use layer::{
-    forward, Batch, IndexerDims, IndexerWeights, MlaDims, MlaWeights, QProj, Rope,
-};
+pub use layer::{forward, Batch, IndexerDims, IndexerWeights, MlaDims, MlaWeights, QProj, Rope};

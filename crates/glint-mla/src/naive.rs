@@ -82,7 +82,11 @@ pub fn attention(
             let sc: Vec<f64> = keys
                 .iter()
                 .map(|&t| {
-                    scale as f64 * qh.iter().zip(&k[t]).map(|(&a, &b)| a as f64 * b).sum::<f64>()
+                    scale as f64
+                        * qh.iter()
+                            .zip(&k[t])
+                            .map(|(&a, &b)| a as f64 * b)
+                            .sum::<f64>()
                 })
                 .collect();
             let m = sc.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -8,8 +8,7 @@ use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RopeMode};
 use glint_mla::{
-    forward, naive, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaWeights, QProj,
-    Rope,
+    forward, naive, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaWeights, QProj, Rope,
 };
 
 const D: usize = 16;
@@ -29,7 +28,10 @@ impl Rng {
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n)
             .map(|_| {
-                self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                self.0 = self
+                    .0
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
             })
             .collect()
@@ -138,7 +140,10 @@ fn lin(w: &[f32], x: &[f32], rows: usize) -> Vec<f32> {
 fn rms(x: &[f32], g: &[f32]) -> Vec<f32> {
     let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len() as f64;
     let inv = 1.0 / (ms + EPS as f64).sqrt();
-    x.iter().zip(g).map(|(&v, &g)| (v as f64 * inv) as f32 * g).collect()
+    x.iter()
+        .zip(g)
+        .map(|(&v, &g)| (v as f64 * inv) as f32 * g)
+        .collect()
 }
 
 fn layernorm(x: &[f32], g: &[f32], b: &[f32]) -> Vec<f32> {
@@ -255,8 +260,17 @@ fn run_prefill(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
     let mut cache = MlaCache::new(&be, 16, KVL + ROPE, &[Some(DI)]).unwrap();
     let batch = Batch::new(&be, 0, t_n, H).unwrap();
     let mut out = be.alloc(t_n * D).unwrap();
-    forward(&be, &w, &dims(), &rope_state(&be), &a.to_vec(), &batch, &mut cache.layers[0], &mut out)
-        .unwrap();
+    forward(
+        &be,
+        &w,
+        &dims(),
+        &rope_state(&be),
+        &a.to_vec(),
+        &batch,
+        &mut cache.layers[0],
+        &mut out,
+    )
+    .unwrap();
     out
 }
 
@@ -272,7 +286,17 @@ fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
         let batch = Batch::new(&be, t, 1, H).unwrap();
         let mut out = be.alloc(D).unwrap();
         let x = a[t * D..(t + 1) * D].to_vec();
-        forward(&be, &w, &dims(), &rope, &x, &batch, &mut cache.layers[0], &mut out).unwrap();
+        forward(
+            &be,
+            &w,
+            &dims(),
+            &rope,
+            &x,
+            &batch,
+            &mut cache.layers[0],
+            &mut out,
+        )
+        .unwrap();
         cache.commit(t, 1);
         all.extend(out);
     }
@@ -281,7 +305,10 @@ fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 const T: usize = 9;

@@ -168,7 +168,8 @@ impl Config {
         };
         let n_group = k.opt("expert_group_count")?.unwrap_or(1).max(1);
         let n_group_used = k.opt("expert_group_used_count")?.unwrap_or(n_group);
-        if n_expert > 0 && (n_expert % n_group != 0 || n_group_used == 0 || n_group_used > n_group)
+        if n_expert > 0
+            && (!n_expert.is_multiple_of(n_group) || n_group_used == 0 || n_group_used > n_group)
         {
             return Err(cfg_err(
                 &k.key("expert_group_count"),
@@ -206,7 +207,10 @@ impl Config {
         // mscale = 0.1·mscale_all_dim·ln(factor) + 1, with yarn_log_multiplier = 0.1·mscale_all_dim.
         let mscale = match &yarn {
             Some(y) if y.factor > 1.0 => {
-                1.0 + k.opt_f32("rope.scaling.yarn_log_multiplier")?.unwrap_or(0.0) * y.factor.ln()
+                1.0 + k
+                    .opt_f32("rope.scaling.yarn_log_multiplier")?
+                    .unwrap_or(0.0)
+                    * y.factor.ln()
             }
             _ => 1.0,
         };
@@ -265,7 +269,9 @@ impl Config {
             weights_norm,
             weights_scale: k.opt_f32("expert_weights_scale")?.unwrap_or(1.0),
             n_dense_lead: k.opt("leading_dense_block_count")?.unwrap_or(0),
-            rms_eps: k.opt_f32("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-6),
+            rms_eps: k
+                .opt_f32("attention.layer_norm_rms_epsilon")?
+                .unwrap_or(1e-6),
             rope_theta,
             yarn,
             attn_scale: mscale * mscale / (qk as f32).sqrt(),

@@ -71,7 +71,9 @@ impl<'a, B: Backend> Binder<'a, '_, B> {
 
     fn weight(&self, name: &str, dims: &[usize]) -> Result<B::Weight<'a>> {
         let (ty, bytes) = self.raw(name, dims)?;
-        Ok(self.be.upload_weight(name, ty, dims, Cow::Borrowed(bytes))?)
+        Ok(self
+            .be
+            .upload_weight(name, ty, dims, Cow::Borrowed(bytes))?)
     }
 
     /// A tensor decoded to f32 on the host (norm weights, biases, legacy fused tensors).
@@ -152,14 +154,20 @@ fn attention<'a, B: Backend>(
                 &format!("{p}.indexer.attn_q_b.weight"),
                 &[c.q_lora, ix.n_heads * ix.head_dim],
             )?,
-            k: b.weight(&format!("{p}.indexer.attn_k.weight"), &[c.d_model, ix.head_dim])?,
+            k: b.weight(
+                &format!("{p}.indexer.attn_k.weight"),
+                &[c.d_model, ix.head_dim],
+            )?,
             k_norm: b.vector(&format!("{p}.indexer.k_norm.weight"), ix.head_dim)?,
             k_norm_bias: if b.has(&format!("{p}.indexer.k_norm.bias")) {
                 b.vector(&format!("{p}.indexer.k_norm.bias"), ix.head_dim)?
             } else {
                 b.be.alloc(ix.head_dim)?
             },
-            proj: b.weight(&format!("{p}.indexer.proj.weight"), &[c.d_model, ix.n_heads])?,
+            proj: b.weight(
+                &format!("{p}.indexer.proj.weight"),
+                &[c.d_model, ix.n_heads],
+            )?,
             dims: IndexerDims {
                 n_heads: ix.n_heads,
                 head_dim: ix.head_dim,
@@ -179,7 +187,10 @@ fn attention<'a, B: Backend>(
         kv_a_norm: b.vector(&format!("{p}.attn_kv_a_norm.weight"), c.kv_lora)?,
         k_b,
         v_b,
-        o: b.weight(&format!("{p}.attn_output.weight"), &[h * c.v_dim, c.d_model])?,
+        o: b.weight(
+            &format!("{p}.attn_output.weight"),
+            &[h * c.v_dim, c.d_model],
+        )?,
         indexer,
     })
 }

@@ -61,9 +61,14 @@ pub(crate) fn layer_norm(
     Ok(())
 }
 
-pub(crate) fn rope(x: &mut [f32], positions: &[u32], inv_freq: &[f32], p: &RopeParams) -> Result<()> {
+pub(crate) fn rope(
+    x: &mut [f32],
+    positions: &[u32],
+    inv_freq: &[f32],
+    p: &RopeParams,
+) -> Result<()> {
     let half = p.n_rot / 2;
-    if p.n_rot % 2 != 0 || p.offset + p.n_rot > p.head_dim {
+    if !p.n_rot.is_multiple_of(2) || p.offset + p.n_rot > p.head_dim {
         return Err(CoreError::Param {
             op: "rope",
             msg: format!(
@@ -157,7 +162,8 @@ pub(crate) fn copy2d(
     need("copy2d", "src", so + (rows - 1) * ss + cols, src.len())?;
     need("copy2d", "dst", d_o + (rows - 1) * ds + cols, dst.len())?;
     for r in 0..rows {
-        dst[d_o + r * ds..d_o + r * ds + cols].copy_from_slice(&src[so + r * ss..so + r * ss + cols]);
+        dst[d_o + r * ds..d_o + r * ds + cols]
+            .copy_from_slice(&src[so + r * ss..so + r * ss + cols]);
     }
     Ok(())
 }

@@ -17,6 +17,12 @@ const ROW_BLOCK: usize = 16;
 struct SyncPtr(*mut f32);
 unsafe impl Send for SyncPtr {}
 unsafe impl Sync for SyncPtr {}
+impl SyncPtr {
+    /// Going through a method makes closures capture the whole (Send) wrapper, not the field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 
 #[inline]
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -87,7 +93,6 @@ pub(crate) fn matmul_slice(
     (0..rows.div_ceil(ROW_BLOCK))
         .into_par_iter()
         .try_for_each(|blk| -> Result<()> {
-            let yp = yp;
             let mut row = vec![0f32; cols];
             for r in blk * ROW_BLOCK..((blk + 1) * ROW_BLOCK).min(rows) {
                 let g = slice * rows + r;
@@ -101,7 +106,7 @@ pub(crate) fn matmul_slice(
                 for t in 0..n {
                     let v = dot(wr, &x[t * x_stride..t * x_stride + cols]);
                     // SAFETY: (t, r) pairs are disjoint across tasks and in bounds (checked above).
-                    unsafe { *yp.0.add(t * y_stride + r) = v };
+                    unsafe { *yp.get().add(t * y_stride + r) = v };
                 }
             }
             Ok(())

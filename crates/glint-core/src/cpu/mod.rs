@@ -85,7 +85,13 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         linear::mul_mat_id(w, ids, n_used, x, x_per_slot, n, y)
     }
-    fn get_rows(&self, w: &CpuWeight<'_>, ids: &Vec<u32>, n: usize, out: &mut Vec<f32>) -> Result<()> {
+    fn get_rows(
+        &self,
+        w: &CpuWeight<'_>,
+        ids: &Vec<u32>,
+        n: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         linear::get_rows(w, ids, n, out)
     }
 
@@ -112,7 +118,13 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         elementwise::layer_norm(x, w, b, rows, dim, eps, y)
     }
-    fn rope(&self, x: &mut Vec<f32>, pos: &Vec<u32>, inv_freq: &Vec<f32>, p: &RopeParams) -> Result<()> {
+    fn rope(
+        &self,
+        x: &mut Vec<f32>,
+        pos: &Vec<u32>,
+        inv_freq: &Vec<f32>,
+        p: &RopeParams,
+    ) -> Result<()> {
         elementwise::rope(x, pos, inv_freq, p)
     }
     fn softmax(&self, x: &mut Vec<f32>, rows: usize, n: usize) -> Result<()> {
@@ -161,7 +173,7 @@ impl Backend for CpuBackend {
         }
         need("moe_route", "ids", n * p.n_used, ids.len())?;
         need("moe_route", "weights", n * p.n_used, weights.len())?;
-        if p.n_used > p.n_expert || p.n_group == 0 || p.n_expert % p.n_group != 0 {
+        if p.n_used > p.n_expert || p.n_group == 0 || !p.n_expert.is_multiple_of(p.n_group) {
             return Err(crate::CoreError::Param {
                 op: "moe_route",
                 msg: format!(
@@ -215,7 +227,14 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         attention::indexer_scores(q, w, keys, pos, p, out)
     }
-    fn top_k(&self, x: &Vec<f32>, rows: usize, n: usize, k: usize, ids: &mut Vec<u32>) -> Result<()> {
+    fn top_k(
+        &self,
+        x: &Vec<f32>,
+        rows: usize,
+        n: usize,
+        k: usize,
+        ids: &mut Vec<u32>,
+    ) -> Result<()> {
         attention::top_k(x, rows, n, k, ids)
     }
     fn mla_attention(

@@ -25,7 +25,9 @@ pub fn route_token(logits: &[f32], bias: Option<&[f32]>, p: &RouterParams) -> (V
     let n = p.n_expert;
     let mut scores: Vec<f32> = logits[..n].to_vec();
     match p.gating {
-        Gating::Sigmoid => scores.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+        Gating::Sigmoid => scores
+            .iter_mut()
+            .for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
         Gating::Softmax => super::elementwise::softmax_row(&mut scores),
     }
     let mut sel: Vec<f32> = match bias {
@@ -37,7 +39,10 @@ pub fn route_token(logits: &[f32], bias: Option<&[f32]>, p: &RouterParams) -> (V
         let group_score: Vec<f32> = (0..p.n_group)
             .map(|g| {
                 let part = &sel[g * per..(g + 1) * per];
-                top_k_indices(part, per.min(2)).iter().map(|&i| part[i]).sum()
+                top_k_indices(part, per.min(2))
+                    .iter()
+                    .map(|&i| part[i])
+                    .sum()
             })
             .collect();
         let keep = top_k_indices(&group_score, p.n_group_used);

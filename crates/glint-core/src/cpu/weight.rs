@@ -41,12 +41,10 @@ impl<'a> CpuWeight<'a> {
         let cols = dims[0];
         let rows = dims.get(1).copied().unwrap_or(1);
         let slices = dims.get(2).copied().unwrap_or(1);
-        let row_bytes = ty
-            .row_bytes(cols as u64)
-            .ok_or_else(|| CoreError::Param {
-                op: "upload_weight",
-                msg: format!("{name}: row of {cols} elements is not whole blocks of {ty}"),
-            })? as usize;
+        let row_bytes = ty.row_bytes(cols as u64).ok_or_else(|| CoreError::Param {
+            op: "upload_weight",
+            msg: format!("{name}: row of {cols} elements is not whole blocks of {ty}"),
+        })? as usize;
         let expected = row_bytes
             .checked_mul(rows)
             .and_then(|v| v.checked_mul(slices))
