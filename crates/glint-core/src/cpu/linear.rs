@@ -2,6 +2,10 @@
 //! row-parallel decode-then-dot kernel for everything else (and for single-token decode, where a
 //! GEMM's packing costs more than it saves).
 
+use std::cell::RefCell;
+
+use glint_gguf::GgmlType;
+use glint_quant::matmul::{MatmulScratch, QWeight};
 use rayon::prelude::*;
 
 use super::weight::CpuWeight;
@@ -11,6 +15,27 @@ use crate::error::{need, CoreError, Result};
 const GEMM_MIN_TOKENS: usize = 8;
 /// Output rows handled by one rayon task in the row-parallel kernel.
 const ROW_BLOCK: usize = 16;
+
+thread_local! {
+    /// Quantized-activation scratch of glint-quant's kernels, reused across calls so decode
+    /// does not allocate. Per thread because backend ops take `&self`.
+    static SCRATCH: RefCell<MatmulScratch> = RefCell::new(MatmulScratch::new());
+}
+
+/// Whether glint-quant's kernels (activations quantized to the weight type's vec_dot partner,
+/// as llama.cpp does) handle this type. F32 stays on the f32 GEMM/dot path.
+fn quant_kernel(ty: GgmlType) -> bool {
+    ty != GgmlType::F32
+        && glint_quant::dot::partner_type(ty).is_some()
+        && glint_quant::dot::kernel(ty).is_some()
+}
+
+fn qweight<'w>(w: &'w CpuWeight) -> Option<&'w [u8]> {
+    match &w.data {
+        super::weight::Data::Bytes(b) => Some(b),
+        super::weight::Data::F32(_) => None,
+    }
+}
 
 /// Disjoint writes into one output buffer from several rayon tasks.
 #[derive(Clone, Copy)]
@@ -120,6 +145,21 @@ pub(crate) fn matmul(w: &CpuWeight, x: &[f32], n: usize, y: &mut [f32]) -> Resul
             msg: format!("weight has {} slices; use mul_mat_id", w.slices),
         });
     }
+    if let (true, Some(data)) = (quant_kernel(w.ty), qweight(w)) {
+        need("matmul", "x", n * w.cols, x.len())?;
+        need("matmul", "y", n * w.rows, y.len())?;
+        let qw = QWeight::new(w.ty, w.cols, w.rows, data)?;
+        return SCRATCH.with(|s| {
+            glint_quant::matmul::matmul(
+                &qw,
+                &x[..n * w.cols],
+                n,
+                &mut y[..n * w.rows],
+                &mut s.borrow_mut(),
+            )
+            .map_err(Into::into)
+        });
+    }
     matmul_slice(w, 0, x, w.cols, n, y, w.rows)
 }
 
@@ -138,6 +178,22 @@ pub(crate) fn mul_mat_id(
     let x_rows = if x_per_slot { n * n_used } else { n };
     need("mul_mat_id", "x", x_rows * cols, x.len())?;
     need("mul_mat_id", "y", n * n_used * rows, y.len())?;
+    if let (true, Some(data)) = (quant_kernel(w.ty), qweight(w)) {
+        let qw = QWeight::stacked(w.ty, cols, rows, w.slices, data)?;
+        return SCRATCH.with(|s| {
+            glint_quant::moe_matmul::mul_mat_id(
+                &qw,
+                w.slices,
+                &ids[..n * n_used],
+                n_used,
+                &x[..x_rows * cols],
+                x_per_slot,
+                &mut y[..n * n_used * rows],
+                &mut s.borrow_mut(),
+            )
+            .map_err(Into::into)
+        });
+    }
     // Group (token, slot) pairs by slice so each slice's rows are read once per call.
     let mut groups: Vec<Vec<usize>> = vec![Vec::new(); w.slices];
     for (i, &e) in ids[..n * n_used].iter().enumerate() {
