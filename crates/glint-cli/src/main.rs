@@ -1,3 +1,65 @@
 //! The `glint` command-line tool.
 
-fn main() {}
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+mod npy;
+
+#[derive(Parser, Debug)]
+#[command(name = "glint", version, about = "Run and inspect GLM-5 GGUF models")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the token ids of a text.
+    Tokenize(cmd::tokenize::Args),
+    /// Write the logits of one prefill as a float32 .npy.
+    Logits(cmd::logits::Args),
+    /// Stream generated text.
+    Generate(cmd::generate::Args),
+    /// Write one tensor, dequantized, as a float32 .npy.
+    Dequant(cmd::dequant::Args),
+    /// Requantize a model (llama-quantize rules).
+    Quantize(cmd::quantize::Args),
+}
+
+type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+fn run(cli: Cli) -> CmdResult {
+    match cli.command {
+        Command::Tokenize(a) => cmd::tokenize::run(&a),
+        Command::Logits(a) => cmd::logits::run(&a),
+        Command::Generate(a) => cmd::generate::run(&a),
+        Command::Dequant(a) => cmd::dequant::run(&a),
+        Command::Quantize(a) => cmd::quantize::run(&a),
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut src = e.source();
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `glint generate -m FILE -p TEXT -n N`: stream a continuation (or a chat reply with `--chat`)
+//! and report prompt and generation speed on stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use glint_gguf::Gguf;
+use glm5_model::chat::{ChatMessage, ChatTemplate};
+use glm5_model::generate::{generate, GenerateParams};
+use glm5_model::sampler::SamplerConfig;
+use glm5_model::tokenizer::Tokenizer;
+use glm5_model::{Config, CpuBackend, Glm5};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[arg(short, long)]
+    pub model: PathBuf,
+    #[arg(short, long)]
+    pub prompt: String,
+    /// Most tokens to generate.
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub n_predict: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Nucleus mass (1 = off).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens below this fraction of the top probability (0 = off).
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalty for tokens in the last --repeat-last-n tokens (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    #[arg(long, default_value_t = 0x5EED)]
+    pub seed: u64,
+    /// Wrap the prompt as a user turn with the GGUF's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// Context length to allocate (default: prompt + n_predict, capped by the model's).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Keep generating past end-of-generation tokens (fixed-length benchmarks).
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateCliError {
+    #[error("--chat needs tokenizer.chat_template in the GGUF, and {0} has none")]
+    NoTemplate(PathBuf),
+}
+
+pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let gguf = Gguf::open(&args.model)?;
+    let tok = Tokenizer::from_metadata(gguf.metadata())?;
+    let text = if args.chat {
+        let src = tok
+            .chat_template()
+            .ok_or_else(|| GenerateCliError::NoTemplate(args.model.clone()))?;
+        let name = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).map(str::to_string);
+        let tmpl = ChatTemplate::new(src, name(tok.bos()), name(tok.eos()))?;
+        tmpl.render(&[ChatMessage::new("user", args.prompt.clone())], true)?
+    } else {
+        args.prompt.clone()
+    };
+    let prompt = tok.encode(&text)?;
+    let params = GenerateParams {
+        max_new_tokens: args.n_predict,
+        sampler: SamplerConfig {
+            temperature: args.temp,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            min_p: args.min_p,
+            repeat_penalty: args.repeat_penalty,
+            repeat_last_n: args.repeat_last_n,
+            seed: args.seed,
+        },
+        stop_at_eog: !args.ignore_eos,
+    };
+    let max_ctx = Config::from_gguf(&gguf)?.context_length;
+    let ctx = args
+        .ctx
+        .unwrap_or_else(|| (prompt.len() + args.n_predict).min(max_ctx));
+    let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
+
+    let mut out = std::io::stdout().lock();
+    if !args.chat {
+        write!(out, "{}", args.prompt)?;
+    }
+    out.flush()?;
+    let g = generate(&mut model, &tok, &prompt, &params, |piece| {
+        // A closed stdout (e.g. `| head`) should not abort generation with a panic.
+        let _ = out.write_all(piece.as_bytes());
+        let _ = out.flush();
+    })?;
+    writeln!(out)?;
+    eprintln!(
+        "prompt: {} tokens in {:.2} s ({:.2} tok/s) | generation: {} tokens, {:.2} tok/s | stop: {:?}",
+        g.prompt_tokens,
+        g.prompt_time.as_secs_f64(),
+        g.prompt_tokens_per_s(),
+        g.tokens.len(),
+        g.decode_tokens_per_s(),
+        g.stop
+    );
+    Ok(())
+}

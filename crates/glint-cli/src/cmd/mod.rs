@@ -1,0 +1,7 @@
+//! One module per subcommand: each has an `Args` (clap) and a `run`.
+
+pub mod dequant;
+pub mod generate;
+pub mod logits;
+pub mod quantize;
+pub mod tokenize;
