@@ -133,7 +133,7 @@ const _: () = assert!(cfg!(target_endian = "little"));
 /// that case keeps the API safe without forcing every caller to align.
 pub fn view_blocks<B: Block>(bytes: &[u8]) -> Result<Cow<'_, [B]>, QuantError> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(QuantError::BadLength {
             ty: B::TYPE,
             what: "input bytes (not a whole number of blocks)",
@@ -166,7 +166,7 @@ pub fn view_blocks_mut_or_copy<B: Block, R>(
     f: impl FnOnce(&mut [B]) -> R,
 ) -> Result<R, QuantError> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(QuantError::BadLength {
             ty: B::TYPE,
             what: "output bytes (not a whole number of blocks)",

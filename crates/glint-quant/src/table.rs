@@ -4,6 +4,10 @@
 //! switches on the type. Rows are built with `..TypeTraits::EMPTY` so that new columns (the CPU
 //! dot product, GPU kernels) can be added without touching every row.
 
+// Rows spell out every column today but keep `..TypeTraits::EMPTY` so a new column only needs
+// a default in EMPTY.
+#![allow(clippy::needless_update)]
+
 use glint_gguf::GgmlType;
 
 use crate::dequant::*;
@@ -98,11 +102,11 @@ static TABLE: &[TypeTraits] = &[
     row!(F64, Some(dequant_f64), None, None),
     row!(IQ1_M, Some(dequant_iq1_m), None, Some(T::Q8_K)),
     row!(BF16, Some(dequant_bf16), Some(quant_bf16), Some(T::BF16)),
-    row!(TQ1_0, Some(dequant_tq1_0), None, Some(T::Q8_K)),
-    row!(TQ2_0, Some(dequant_tq2_0), None, Some(T::Q8_K)),
+    row!(TQ1_0, Some(dequant_tq1_0), Some(quant_tq1_0), Some(T::Q8_K)),
+    row!(TQ2_0, Some(dequant_tq2_0), Some(quant_tq2_0), Some(T::Q8_K)),
     row!(MXFP4, Some(dequant_mxfp4), Some(quant_mxfp4), Some(T::Q8_0)),
-    row!(NVFP4, Some(dequant_nvfp4), None, Some(T::Q8_0)),
-    row!(Q1_0, Some(dequant_q1_0), None, Some(T::Q8_0)),
+    row!(NVFP4, Some(dequant_nvfp4), Some(quant_nvfp4), Some(T::Q8_0)),
+    row!(Q1_0, Some(dequant_q1_0), Some(quant_q1_0), Some(T::Q8_0)),
 ];
 
 /// The table row for `ty`.
@@ -119,7 +123,7 @@ pub fn traits(ty: GgmlType) -> &'static TypeTraits {
 /// Bytes needed to store `n_elems` elements of `ty`.
 pub fn quantized_len(ty: GgmlType, n_elems: usize) -> Result<usize, QuantError> {
     let block = ty.block_size();
-    if n_elems % block != 0 {
+    if !n_elems.is_multiple_of(block) {
         return Err(QuantError::NotBlockAligned {
             ty,
             n: n_elems,
@@ -132,7 +136,7 @@ pub fn quantized_len(ty: GgmlType, n_elems: usize) -> Result<usize, QuantError> 
 /// Elements encoded in `n_bytes` bytes of `ty`.
 pub fn element_count(ty: GgmlType, n_bytes: usize) -> Result<usize, QuantError> {
     let size = ty.type_size();
-    if n_bytes % size != 0 {
+    if !n_bytes.is_multiple_of(size) {
         return Err(QuantError::BadLength {
             ty,
             what: "input bytes (not a whole number of blocks)",

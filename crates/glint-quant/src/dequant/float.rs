@@ -5,7 +5,7 @@
 //! still handy for inspection.
 
 use glint_gguf::GgmlType;
-use half::{bf16, f16};
+use half::f16;
 
 use crate::error::QuantError;
 
@@ -16,7 +16,7 @@ fn scalars<const N: usize>(
     out: &mut [f32],
     conv: impl Fn([u8; N]) -> f32,
 ) -> Result<(), QuantError> {
-    if bytes.len() % N != 0 {
+    if !bytes.len().is_multiple_of(N) {
         return Err(QuantError::BadLength {
             ty,
             what: "input bytes (not a whole number of elements)",
@@ -45,7 +45,10 @@ pub(crate) fn dequant_f16(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
     scalars::<2>(GgmlType::F16, b, o, |c| f16::from_le_bytes(c).to_f32())
 }
 pub(crate) fn dequant_bf16(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
-    scalars::<2>(GgmlType::BF16, b, o, |c| bf16::from_le_bytes(c).to_f32())
+    // A plain shift, like ggml: `half`'s conversion would quiet signalling NaNs.
+    scalars::<2>(GgmlType::BF16, b, o, |c| {
+        f32::from_bits((u16::from_le_bytes(c) as u32) << 16)
+    })
 }
 pub(crate) fn dequant_f64(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
     scalars::<8>(GgmlType::F64, b, o, |c| f64::from_le_bytes(c) as f32)

@@ -106,7 +106,12 @@ pub(crate) fn dequant_iq3_s(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
         let d = x.d.to_f32();
         for ib in 0..8 {
             let sc = x.scales[ib / 2];
-            let db = d * (1 + 2 * if ib % 2 == 0 { sc & 0xf } else { sc >> 4 }) as f32;
+            let db = d
+                * (1 + 2 * if ib.is_multiple_of(2) {
+                    sc & 0xf
+                } else {
+                    sc >> 4
+                }) as f32;
             let qh = x.qh[ib] as usize;
             for l in 0..4 {
                 let i1 = x.qs[8 * ib + 2 * l] as usize | ((qh << (8 - 2 * l)) & 256);

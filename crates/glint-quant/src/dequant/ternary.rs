@@ -21,16 +21,16 @@ pub(crate) fn dequant_tq1_0(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
         let d = x.d.to_f32();
         let mut k = 0;
         // qs[0..32]: 5 trits each, trit n of byte m -> element 32n + m.
-        for n in 0..5 {
+        for &p in &POW3 {
             for m in 0..32 {
-                y[k] = trit(x.qs[m], POW3[n]) * d;
+                y[k] = trit(x.qs[m], p) * d;
                 k += 1;
             }
         }
         // qs[32..48]: 5 trits each over 16 bytes.
-        for n in 0..5 {
+        for &p in &POW3 {
             for m in 0..16 {
-                y[k] = trit(x.qs[32 + m], POW3[n]) * d;
+                y[k] = trit(x.qs[32 + m], p) * d;
                 k += 1;
             }
         }

@@ -252,8 +252,8 @@ pub(crate) fn quant_q2_k(src: &[f32], out: &mut [u8]) -> Result<(), QuantError> 
         }
         if max_scale > 0.0 {
             let iscale = Q4SCALE / max_scale;
-            for j in 0..16 {
-                y.scales[j] = nearest_int(iscale * scales[j]) as u8;
+            for (q, &s) in y.scales.iter_mut().zip(&scales) {
+                *q = nearest_int(iscale * s) as u8;
             }
             y.d = f32_to_f16(max_scale / Q4SCALE);
         } else {
@@ -262,8 +262,8 @@ pub(crate) fn quant_q2_k(src: &[f32], out: &mut [u8]) -> Result<(), QuantError> 
         }
         if max_min > 0.0 {
             let iscale = Q4SCALE / max_min;
-            for j in 0..16 {
-                y.scales[j] |= (nearest_int(iscale * mins[j]) << 4) as u8;
+            for (q, &m) in y.scales.iter_mut().zip(&mins) {
+                *q |= (nearest_int(iscale * m) << 4) as u8;
             }
             y.dmin = f32_to_f16(max_min / Q4SCALE);
         } else {
@@ -299,9 +299,9 @@ pub(crate) fn quant_q3_k(src: &[f32], out: &mut [u8]) -> Result<(), QuantError> 
         y.scales = [0; 12];
         if max_scale != 0.0 {
             let iscale = -32.0 / max_scale;
-            for j in 0..16 {
+            for (j, &s) in scales.iter().enumerate() {
                 // ggml stores nearest_int into an int8_t before clamping (wrapping cast).
-                let mut li = (nearest_int(iscale * scales[j]) as i8).clamp(-32, 31) + 32;
+                let mut li = (nearest_int(iscale * s) as i8).clamp(-32, 31) + 32;
                 if j < 8 {
                     y.scales[j] = (li & 0xf) as u8;
                 } else {
@@ -473,8 +473,8 @@ pub(crate) fn quant_q6_k(src: &[f32], out: &mut [u8]) -> Result<(), QuantError> 
         }
         let iscale = -128.0 / max_scale;
         y.d = f32_to_f16(1.0 / iscale);
-        for ib in 0..16 {
-            y.scales[ib] = nearest_int(iscale * scales[ib]).min(127) as i8;
+        for (q, &s) in y.scales.iter_mut().zip(&scales) {
+            *q = nearest_int(iscale * s).min(127) as i8;
         }
         for j in 0..16 {
             let d = y.d.to_f32() * y.scales[j] as f32;

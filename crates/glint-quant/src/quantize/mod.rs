@@ -12,12 +12,14 @@ mod fp4;
 mod iq4;
 mod kquants;
 mod legacy;
+mod ternary;
 
 pub(crate) use float::*;
 pub(crate) use fp4::*;
 pub(crate) use iq4::*;
 pub(crate) use kquants::*;
 pub(crate) use legacy::*;
+pub(crate) use ternary::*;
 
 use half::f16;
 
@@ -51,7 +53,7 @@ pub(crate) fn per_block<B: Block>(
     out: &mut [u8],
     f: impl Fn(&[f32], &mut B),
 ) -> Result<(), QuantError> {
-    if src.len() % B::QK != 0 {
+    if !src.len().is_multiple_of(B::QK) {
         return Err(QuantError::NotBlockAligned {
             ty: B::TYPE,
             n: src.len(),
