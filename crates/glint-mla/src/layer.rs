@@ -110,6 +110,66 @@ impl<B: Backend> Batch<B> {
     }
 }
 
+/// Work buffers of one layer call, kept between calls (and shared by all layers) so decode does
+/// not allocate. Buffers only grow; ops use the prefix they need.
+pub struct MlaScratch<B: Backend> {
+    q: B::Buf,
+    qa: B::Buf,
+    cq: B::Buf,
+    kv: B::Buf,
+    raw: B::Buf,
+    ckv: B::Buf,
+    kpe: B::Buf,
+    qn: B::Buf,
+    qt: B::Buf,
+    qfull: B::Buf,
+    olat: B::Buf,
+    oh: B::Buf,
+    ik_raw: B::Buf,
+    ik: B::Buf,
+    iq: B::Buf,
+    iw: B::Buf,
+    scores: B::Buf,
+    sel: B::Ids,
+    sel_len: usize,
+}
+
+/// Grows `buf` to at least `len` floats.
+pub fn ensure<B: Backend>(be: &B, buf: &mut B::Buf, len: usize) -> Result<()> {
+    if be.buf_len(buf) < len {
+        *buf = be.alloc(len)?;
+    }
+    Ok(())
+}
+
+impl<B: Backend> MlaScratch<B> {
+    pub fn new(be: &B) -> Result<Self> {
+        let e = || be.alloc(0);
+        Ok(Self {
+            q: e()?,
+            qa: e()?,
+            cq: e()?,
+            kv: e()?,
+            raw: e()?,
+            ckv: e()?,
+            kpe: e()?,
+            qn: e()?,
+            qt: e()?,
+            qfull: e()?,
+            olat: e()?,
+            oh: e()?,
+            ik_raw: e()?,
+            ik: e()?,
+            iq: e()?,
+            iw: e()?,
+            scores: e()?,
+            sel: be.upload_ids(&[])?,
+            // `sel_len` tracks the ids capacity: Ids have no length query on the trait.
+            sel_len: 0,
+        })
+    }
+}
+
 /// Runs attention for the batch: `a` is the attn-normed hidden state `[n × d_model]`; writes the
 /// attention output (after `attn_output`) to `out [n × d_model]`. Appends this batch's latent
 /// rows (and indexer keys) to `cache` at rows `batch.start..`.
@@ -122,70 +182,64 @@ pub fn forward<B: Backend>(
     a: &B::Buf,
     batch: &Batch<B>,
     cache: &mut LayerCache<B>,
+    sc: &mut MlaScratch<B>,
     out: &mut B::Buf,
 ) -> Result<()> {
     let n = batch.n;
     let h = d.n_heads;
     let qk = d.qk_dim();
     let row = d.row();
+    let rp = |heads, head_dim, offset| RopeParams {
+        n_tokens: n,
+        n_heads: heads,
+        head_dim,
+        offset,
+        n_rot: d.rope,
+        mode: rope.mode,
+        attn_factor: rope.attn_factor,
+    };
 
     // Queries.
-    let mut q = be.alloc(n * h * qk)?;
-    let cq = match &w.q {
+    ensure(be, &mut sc.q, n * h * qk)?;
+    let has_cq = match &w.q {
         QProj::Lora { a: qa, norm, b } => {
-            let mut raw = be.alloc(n * d.q_lora)?;
-            be.matmul(qa, a, n, &mut raw)?;
-            let mut cq = be.alloc(n * d.q_lora)?;
-            be.rms_norm(&raw, norm, n, d.q_lora, d.eps, &mut cq)?;
-            be.matmul(b, &cq, n, &mut q)?;
-            Some(cq)
+            ensure(be, &mut sc.qa, n * d.q_lora)?;
+            ensure(be, &mut sc.cq, n * d.q_lora)?;
+            be.matmul(qa, a, n, &mut sc.qa)?;
+            be.rms_norm(&sc.qa, norm, n, d.q_lora, d.eps, &mut sc.cq)?;
+            be.matmul(b, &sc.cq, n, &mut sc.q)?;
+            true
         }
         QProj::Direct(wq) => {
-            be.matmul(wq, a, n, &mut q)?;
-            None
+            be.matmul(wq, a, n, &mut sc.q)?;
+            false
         }
     };
     be.rope(
-        &mut q,
+        &mut sc.q,
         &batch.positions,
         &rope.inv_freq,
-        &RopeParams {
-            n_tokens: n,
-            n_heads: h,
-            head_dim: qk,
-            offset: d.nope,
-            n_rot: d.rope,
-            mode: rope.mode,
-            attn_factor: rope.attn_factor,
-        },
+        &rp(h, qk, d.nope),
     )?;
 
     // Latent KV for the new tokens -> cache rows.
-    let mut kv = be.alloc(n * row)?;
-    be.matmul(&w.kv_a, a, n, &mut kv)?;
-    let mut raw = be.alloc(n * d.kv_lora)?;
-    be.copy2d(&kv, 0, row, &mut raw, 0, d.kv_lora, n, d.kv_lora)?;
-    let mut ckv = be.alloc(n * d.kv_lora)?;
-    be.rms_norm(&raw, &w.kv_a_norm, n, d.kv_lora, d.eps, &mut ckv)?;
-    let mut kpe = be.alloc(n * d.rope)?;
-    be.copy2d(&kv, d.kv_lora, row, &mut kpe, 0, d.rope, n, d.rope)?;
+    ensure(be, &mut sc.kv, n * row)?;
+    ensure(be, &mut sc.raw, n * d.kv_lora)?;
+    ensure(be, &mut sc.ckv, n * d.kv_lora)?;
+    ensure(be, &mut sc.kpe, n * d.rope)?;
+    be.matmul(&w.kv_a, a, n, &mut sc.kv)?;
+    be.copy2d(&sc.kv, 0, row, &mut sc.raw, 0, d.kv_lora, n, d.kv_lora)?;
+    be.rms_norm(&sc.raw, &w.kv_a_norm, n, d.kv_lora, d.eps, &mut sc.ckv)?;
+    be.copy2d(&sc.kv, d.kv_lora, row, &mut sc.kpe, 0, d.rope, n, d.rope)?;
     be.rope(
-        &mut kpe,
+        &mut sc.kpe,
         &batch.positions,
         &rope.inv_freq,
-        &RopeParams {
-            n_tokens: n,
-            n_heads: 1,
-            head_dim: d.rope,
-            offset: 0,
-            n_rot: d.rope,
-            mode: rope.mode,
-            attn_factor: rope.attn_factor,
-        },
+        &rp(1, d.rope, 0),
     )?;
     let base = batch.start * row;
     be.copy2d(
-        &ckv,
+        &sc.ckv,
         0,
         d.kv_lora,
         &mut cache.latent,
@@ -195,7 +249,7 @@ pub fn forward<B: Backend>(
         d.kv_lora,
     )?;
     be.copy2d(
-        &kpe,
+        &sc.kpe,
         0,
         d.rope,
         &mut cache.latent,
@@ -206,48 +260,65 @@ pub fn forward<B: Backend>(
     )?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
-    let mut qn = be.alloc(n * h * d.nope)?;
-    be.copy2d(&q, 0, qk, &mut qn, 0, d.nope, n * h, d.nope)?;
-    let mut qt = be.alloc(n * h * d.kv_lora)?;
-    be.mul_mat_id(&w.k_b, &batch.head_ids, h, &qn, true, n, &mut qt)?;
-    let mut qfull = be.alloc(n * h * row)?;
-    be.copy2d(&qt, 0, d.kv_lora, &mut qfull, 0, row, n * h, d.kv_lora)?;
-    be.copy2d(&q, d.nope, qk, &mut qfull, d.kv_lora, row, n * h, d.rope)?;
+    ensure(be, &mut sc.qn, n * h * d.nope)?;
+    ensure(be, &mut sc.qt, n * h * d.kv_lora)?;
+    ensure(be, &mut sc.qfull, n * h * row)?;
+    be.copy2d(&sc.q, 0, qk, &mut sc.qn, 0, d.nope, n * h, d.nope)?;
+    be.mul_mat_id(&w.k_b, &batch.head_ids, h, &sc.qn, true, n, &mut sc.qt)?;
+    be.copy2d(
+        &sc.qt,
+        0,
+        d.kv_lora,
+        &mut sc.qfull,
+        0,
+        row,
+        n * h,
+        d.kv_lora,
+    )?;
+    be.copy2d(
+        &sc.q,
+        d.nope,
+        qk,
+        &mut sc.qfull,
+        d.kv_lora,
+        row,
+        n * h,
+        d.rope,
+    )?;
 
     let n_kv = batch.start + n;
-    let selected = match (&w.indexer, &cq, cache.index_k.as_mut()) {
-        (Some(iw), Some(cq), Some(keys)) => {
-            indexer(be, iw, d, rope, a, cq, batch, keys, n_kv)?.map(|s| (s, iw.dims.top_k))
-        }
+    let n_selected = match (&w.indexer, has_cq, cache.index_k.as_mut()) {
+        (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, batch, keys, sc, n_kv)?,
         _ => None,
     };
 
-    let mut olat = be.alloc(n * h * d.kv_lora)?;
+    ensure(be, &mut sc.olat, n * h * d.kv_lora)?;
+    ensure(be, &mut sc.oh, n * h * d.v_dim)?;
     be.mla_attention(
-        &qfull,
+        &sc.qfull,
         &cache.latent,
         &batch.positions,
-        selected.as_ref().map(|(s, _)| s),
+        n_selected.map(|_| &sc.sel),
         &AttnParams {
             n_tokens: n,
             n_heads: h,
             dk: row,
             dv: d.kv_lora,
             n_kv,
-            n_selected: selected.as_ref().map_or(0, |(_, k)| *k),
+            n_selected: n_selected.unwrap_or(0),
             scale: d.scale,
         },
-        &mut olat,
+        &mut sc.olat,
     )?;
-    let mut oh = be.alloc(n * h * d.v_dim)?;
-    be.mul_mat_id(&w.v_b, &batch.head_ids, h, &olat, true, n, &mut oh)?;
-    be.matmul(&w.o, &oh, n, out)?;
+    be.mul_mat_id(&w.v_b, &batch.head_ids, h, &sc.olat, true, n, &mut sc.oh)?;
+    be.matmul(&w.o, &sc.oh, n, out)?;
     Ok(())
 }
 
-/// The DSA lightning indexer. Always computes and caches this batch's keys; returns the
-/// selected key indices `[n × top_k]` only when some query sees more than `top_k` keys
-/// (otherwise every visible key is selected and dense attention is exact, spec §3.7).
+/// The DSA lightning indexer. Always computes and caches this batch's keys; when some query
+/// sees more than `top_k` keys, writes the selected key indices `[n × top_k]` to `sc.sel` and
+/// returns `Some(top_k)`. Otherwise every visible key is selected and dense attention is exact
+/// (spec §3.7), so scoring is skipped.
 #[allow(clippy::too_many_arguments)]
 fn indexer<B: Backend>(
     be: &B,
@@ -255,11 +326,11 @@ fn indexer<B: Backend>(
     d: &MlaDims,
     rope: &Rope<B>,
     a: &B::Buf,
-    cq: &B::Buf,
     batch: &Batch<B>,
     keys: &mut B::Buf,
+    sc: &mut MlaScratch<B>,
     n_kv: usize,
-) -> Result<Option<B::Ids>> {
+) -> Result<Option<usize>> {
     let n = batch.n;
     let id = &iw.dims;
     let rp = |heads| RopeParams {
@@ -271,21 +342,21 @@ fn indexer<B: Backend>(
         mode: id.rope_mode,
         attn_factor: rope.attn_factor,
     };
-    let mut kraw = be.alloc(n * id.head_dim)?;
-    be.matmul(&iw.k, a, n, &mut kraw)?;
-    let mut k = be.alloc(n * id.head_dim)?;
+    ensure(be, &mut sc.ik_raw, n * id.head_dim)?;
+    ensure(be, &mut sc.ik, n * id.head_dim)?;
+    be.matmul(&iw.k, a, n, &mut sc.ik_raw)?;
     be.layer_norm(
-        &kraw,
+        &sc.ik_raw,
         &iw.k_norm,
         &iw.k_norm_bias,
         n,
         id.head_dim,
         id.eps,
-        &mut k,
+        &mut sc.ik,
     )?;
-    be.rope(&mut k, &batch.positions, &rope.inv_freq, &rp(1))?;
+    be.rope(&mut sc.ik, &batch.positions, &rope.inv_freq, &rp(1))?;
     be.copy2d(
-        &k,
+        &sc.ik,
         0,
         id.head_dim,
         keys,
@@ -297,21 +368,26 @@ fn indexer<B: Backend>(
     if n_kv <= id.top_k {
         return Ok(None);
     }
-    let mut q = be.alloc(n * id.n_heads * id.head_dim)?;
-    be.matmul(&iw.q_b, cq, n, &mut q)?;
-    be.rope(&mut q, &batch.positions, &rope.inv_freq, &rp(id.n_heads))?;
-    let mut wts = be.alloc(n * id.n_heads)?;
-    be.matmul(&iw.proj, a, n, &mut wts)?;
+    ensure(be, &mut sc.iq, n * id.n_heads * id.head_dim)?;
+    ensure(be, &mut sc.iw, n * id.n_heads)?;
+    ensure(be, &mut sc.scores, n * n_kv)?;
+    be.matmul(&iw.q_b, &sc.cq, n, &mut sc.iq)?;
+    be.rope(
+        &mut sc.iq,
+        &batch.positions,
+        &rope.inv_freq,
+        &rp(id.n_heads),
+    )?;
+    be.matmul(&iw.proj, a, n, &mut sc.iw)?;
     // n_heads^-1/2 · head_dim^-1/2: a global factor (ordering-neutral) kept for numeric parity.
     be.scale(
-        &mut wts,
+        &mut sc.iw,
         1.0 / ((id.n_heads * id.head_dim) as f32).sqrt(),
         n * id.n_heads,
     )?;
-    let mut scores = be.alloc(n * n_kv)?;
     be.indexer_scores(
-        &q,
-        &wts,
+        &sc.iq,
+        &sc.iw,
         keys,
         &batch.positions,
         &IndexerParams {
@@ -320,9 +396,12 @@ fn indexer<B: Backend>(
             head_dim: id.head_dim,
             n_kv,
         },
-        &mut scores,
+        &mut sc.scores,
     )?;
-    let mut sel = be.upload_ids(&vec![0u32; n * id.top_k])?;
-    be.top_k(&scores, n, n_kv, id.top_k, &mut sel)?;
-    Ok(Some(sel))
+    if sc.sel_len < n * id.top_k {
+        sc.sel = be.upload_ids(&vec![0u32; n * id.top_k])?;
+        sc.sel_len = n * id.top_k;
+    }
+    be.top_k(&sc.scores, n, n_kv, id.top_k, &mut sc.sel)?;
+    Ok(Some(id.top_k))
 }

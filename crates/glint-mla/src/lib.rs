@@ -11,4 +11,7 @@ pub mod naive;
 
 pub use cache::{LayerCache, MlaCache};
 pub use error::{MlaError, Result};
-pub use layer::{forward, Batch, IndexerDims, IndexerWeights, MlaDims, MlaWeights, QProj, Rope};
+pub use layer::{
+    ensure, forward, Batch, IndexerDims, IndexerWeights, MlaDims, MlaScratch, MlaWeights, QProj,
+    Rope,
+};

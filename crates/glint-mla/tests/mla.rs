@@ -8,7 +8,8 @@ use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RopeMode};
 use glint_mla::{
-    forward, naive, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaWeights, QProj, Rope,
+    forward, naive, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaScratch, MlaWeights,
+    QProj, Rope,
 };
 
 const D: usize = 16;
@@ -268,6 +269,7 @@ fn run_prefill(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
         &a.to_vec(),
         &batch,
         &mut cache.layers[0],
+        &mut MlaScratch::new(&be).unwrap(),
         &mut out,
     )
     .unwrap();
@@ -280,6 +282,7 @@ fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
     let t_n = a.len() / D;
     let mut cache = MlaCache::new(&be, 16, KVL + ROPE, &[Some(DI)]).unwrap();
     let rope = rope_state(&be);
+    let mut sc = MlaScratch::new(&be).unwrap();
     let mut all = Vec::new();
     for t in 0..t_n {
         cache.check_append(t, 1).unwrap();
@@ -294,6 +297,7 @@ fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
             &x,
             &batch,
             &mut cache.layers[0],
+            &mut sc,
             &mut out,
         )
         .unwrap();

@@ -32,21 +32,70 @@ pub struct MoeWeights<'a, B: Backend + 'a> {
     pub router: RouterParams,
 }
 
+/// Work buffers kept between calls so decode does not allocate; they only grow.
+pub struct MoeScratch<B: Backend> {
+    logits: B::Buf,
+    ids: B::Ids,
+    ids_len: usize,
+    wts: B::Buf,
+    g: B::Buf,
+    u: B::Buf,
+    h: B::Buf,
+    y: B::Buf,
+    shared: B::Buf,
+}
+
+fn ensure<B: Backend>(be: &B, buf: &mut B::Buf, len: usize) -> Result<()> {
+    if be.buf_len(buf) < len {
+        *buf = be.alloc(len)?;
+    }
+    Ok(())
+}
+
+impl<B: Backend> MoeScratch<B> {
+    pub fn new(be: &B) -> Result<Self> {
+        Ok(Self {
+            logits: be.alloc(0)?,
+            ids: be.upload_ids(&[])?,
+            ids_len: 0,
+            wts: be.alloc(0)?,
+            g: be.alloc(0)?,
+            u: be.alloc(0)?,
+            h: be.alloc(0)?,
+            y: be.alloc(0)?,
+            shared: be.alloc(0)?,
+        })
+    }
+}
+
 /// SwiGLU MLP: `out [n × d_model] = down(silu(gate x) ⊙ up x)`.
 pub fn mlp<B: Backend>(
     be: &B,
     w: &MlpWeights<'_, B>,
     x: &B::Buf,
     n: usize,
+    sc: &mut MoeScratch<B>,
     out: &mut B::Buf,
 ) -> Result<()> {
-    let mut g = be.alloc(n * w.d_ff)?;
-    let mut u = be.alloc(n * w.d_ff)?;
-    be.matmul(&w.gate, x, n, &mut g)?;
-    be.matmul(&w.up, x, n, &mut u)?;
-    let mut h = be.alloc(n * w.d_ff)?;
-    be.silu_mul(&g, &u, n * w.d_ff, &mut h)?;
-    be.matmul(&w.down, &h, n, out)
+    swiglu(be, w, x, n, [&mut sc.g, &mut sc.u, &mut sc.h], out)
+}
+
+fn swiglu<B: Backend>(
+    be: &B,
+    w: &MlpWeights<'_, B>,
+    x: &B::Buf,
+    n: usize,
+    [g, u, h]: [&mut B::Buf; 3],
+    out: &mut B::Buf,
+) -> Result<()> {
+    let len = n * w.d_ff;
+    ensure(be, g, len)?;
+    ensure(be, u, len)?;
+    ensure(be, h, len)?;
+    be.matmul(&w.gate, x, n, g)?;
+    be.matmul(&w.up, x, n, u)?;
+    be.silu_mul(g, u, len, h)?;
+    be.matmul(&w.down, h, n, out)
 }
 
 /// Routed experts plus shared expert: `out [n × d_model] = Σ_k w_k E_{id_k}(x) + S(x)`.
@@ -56,30 +105,42 @@ pub fn moe<B: Backend>(
     x: &B::Buf,
     n: usize,
     d_model: usize,
+    sc: &mut MoeScratch<B>,
     out: &mut B::Buf,
 ) -> Result<()> {
     let r = &w.router;
     let k = r.n_used;
-    let mut logits = be.alloc(n * r.n_expert)?;
-    be.matmul(&w.gate_inp, x, n, &mut logits)?;
-    let mut ids = be.upload_ids(&vec![0u32; n * k])?;
-    let mut wts = be.alloc(n * k)?;
-    be.moe_route(&logits, w.bias.as_ref(), n, r, &mut ids, &mut wts)?;
+    ensure(be, &mut sc.logits, n * r.n_expert)?;
+    ensure(be, &mut sc.wts, n * k)?;
+    if sc.ids_len < n * k {
+        sc.ids = be.upload_ids(&vec![0u32; n * k])?;
+        sc.ids_len = n * k;
+    }
+    be.matmul(&w.gate_inp, x, n, &mut sc.logits)?;
+    be.moe_route(&sc.logits, w.bias.as_ref(), n, r, &mut sc.ids, &mut sc.wts)?;
 
-    let mut g = be.alloc(n * k * w.d_ff)?;
-    let mut u = be.alloc(n * k * w.d_ff)?;
-    be.mul_mat_id(&w.gate_exps, &ids, k, x, false, n, &mut g)?;
-    be.mul_mat_id(&w.up_exps, &ids, k, x, false, n, &mut u)?;
-    let mut h = be.alloc(n * k * w.d_ff)?;
-    be.silu_mul(&g, &u, n * k * w.d_ff, &mut h)?;
-    let mut y = be.alloc(n * k * d_model)?;
-    be.mul_mat_id(&w.down_exps, &ids, k, &h, true, n, &mut y)?;
-    be.moe_combine(&y, &wts, n, k, d_model, out)?;
+    let len = n * k * w.d_ff;
+    ensure(be, &mut sc.g, len)?;
+    ensure(be, &mut sc.u, len)?;
+    ensure(be, &mut sc.h, len)?;
+    ensure(be, &mut sc.y, n * k * d_model)?;
+    be.mul_mat_id(&w.gate_exps, &sc.ids, k, x, false, n, &mut sc.g)?;
+    be.mul_mat_id(&w.up_exps, &sc.ids, k, x, false, n, &mut sc.u)?;
+    be.silu_mul(&sc.g, &sc.u, len, &mut sc.h)?;
+    be.mul_mat_id(&w.down_exps, &sc.ids, k, &sc.h, true, n, &mut sc.y)?;
+    be.moe_combine(&sc.y, &sc.wts, n, k, d_model, out)?;
 
     if let Some(sh) = &w.shared {
-        let mut s = be.alloc(n * d_model)?;
-        mlp(be, sh, x, n, &mut s)?;
-        be.add(out, &s, n * d_model)?;
+        ensure(be, &mut sc.shared, n * d_model)?;
+        swiglu(
+            be,
+            sh,
+            x,
+            n,
+            [&mut sc.g, &mut sc.u, &mut sc.h],
+            &mut sc.shared,
+        )?;
+        be.add(out, &sc.shared, n * d_model)?;
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 
 use glint_core::Backend;
 use glint_gguf::Gguf;
-use glint_mla::{Batch, MlaCache, MlaDims, Rope};
+use glint_mla::{ensure, Batch, MlaCache, MlaDims, MlaScratch, Rope};
+use glint_moe::MoeScratch;
 use tracing::debug;
 
 use crate::config::Config;
@@ -17,6 +18,17 @@ pub struct Glm5<'a, B: Backend> {
     dims: MlaDims,
     rope: Rope<B>,
     cache: MlaCache<B>,
+    scratch: Scratch<B>,
+}
+
+/// Per-call buffers kept between calls (decode does not allocate; they only grow).
+struct Scratch<B: Backend> {
+    h: B::Buf,
+    x: B::Buf,
+    y: B::Buf,
+    logits: B::Buf,
+    mla: MlaScratch<B>,
+    moe: MoeScratch<B>,
 }
 
 impl<'a, B: Backend> Glm5<'a, B> {
@@ -46,6 +58,14 @@ impl<'a, B: Backend> Glm5<'a, B> {
             .map(|_| cfg.indexer.as_ref().map(|ix| ix.head_dim))
             .collect();
         let cache = MlaCache::new(&backend, ctx_len, dims.row(), &index_dims)?;
+        let scratch = Scratch {
+            h: backend.alloc(0)?,
+            x: backend.alloc(0)?,
+            y: backend.alloc(0)?,
+            logits: backend.alloc(0)?,
+            mla: MlaScratch::new(&backend)?,
+            moe: MoeScratch::new(&backend)?,
+        };
         debug!(arch = ?cfg.arch, layers = cfg.n_layer, ctx_len, "model loaded");
         Ok(Self {
             be: backend,
@@ -54,6 +74,7 @@ impl<'a, B: Backend> Glm5<'a, B> {
             dims,
             rope,
             cache,
+            scratch,
         })
     }
 
@@ -99,45 +120,46 @@ impl<'a, B: Backend> Glm5<'a, B> {
         self.cache.check_append(start, n)?;
         let be = &self.be;
         let d = self.cfg.d_model;
+        let sc = &mut self.scratch;
+        ensure(be, &mut sc.h, n * d)?;
+        ensure(be, &mut sc.x, n * d)?;
+        ensure(be, &mut sc.y, n * d)?;
         let ids = be.upload_ids(tokens)?;
-        let mut h = be.alloc(n * d)?;
-        be.get_rows(&self.w.token_embd, &ids, n, &mut h)?;
+        be.get_rows(&self.w.token_embd, &ids, n, &mut sc.h)?;
         let batch = Batch::new(be, start, n, self.cfg.n_heads)?;
-        let mut x = be.alloc(n * d)?;
-        let mut y = be.alloc(n * d)?;
+        let eps = self.cfg.rms_eps;
         for (l, lw) in self.w.layers.iter().enumerate() {
-            be.rms_norm(&h, &lw.attn_norm, n, d, self.cfg.rms_eps, &mut x)?;
+            be.rms_norm(&sc.h, &lw.attn_norm, n, d, eps, &mut sc.x)?;
             glint_mla::forward(
                 be,
                 &lw.attn,
                 &self.dims,
                 &self.rope,
-                &x,
+                &sc.x,
                 &batch,
                 &mut self.cache.layers[l],
-                &mut y,
+                &mut sc.mla,
+                &mut sc.y,
             )?;
-            be.add(&mut h, &y, n * d)?;
-            be.rms_norm(&h, &lw.ffn_norm, n, d, self.cfg.rms_eps, &mut x)?;
+            be.add(&mut sc.h, &sc.y, n * d)?;
+            be.rms_norm(&sc.h, &lw.ffn_norm, n, d, eps, &mut sc.x)?;
             match &lw.ffn {
-                Ffn::Dense(m) => glint_moe::mlp(be, m, &x, n, &mut y)?,
-                Ffn::Moe(m) => glint_moe::moe(be, m, &x, n, d, &mut y)?,
+                Ffn::Dense(m) => glint_moe::mlp(be, m, &sc.x, n, &mut sc.moe, &mut sc.y)?,
+                Ffn::Moe(m) => glint_moe::moe(be, m, &sc.x, n, d, &mut sc.moe, &mut sc.y)?,
             }
-            be.add(&mut h, &y, n * d)?;
+            be.add(&mut sc.h, &sc.y, n * d)?;
         }
         self.cache.commit(start, n);
 
+        // Final norm of the rows we need (the last one only, or all), into x.
         let rows = if last_only { 1 } else { n };
-        if last_only && n > 1 {
-            let mut last = be.alloc(d)?;
-            be.copy2d(&h, (n - 1) * d, d, &mut last, 0, d, 1, d)?;
-            h = last;
-        }
-        be.rms_norm(&h, &self.w.output_norm, rows, d, self.cfg.rms_eps, &mut x)?;
-        let mut logits = be.alloc(rows * nv)?;
-        be.matmul(&self.w.output, &x, rows, &mut logits)?;
+        let first = n - rows;
+        be.copy2d(&sc.h, first * d, d, &mut sc.y, 0, d, rows, d)?;
+        be.rms_norm(&sc.y, &self.w.output_norm, rows, d, eps, &mut sc.x)?;
+        ensure(be, &mut sc.logits, rows * nv)?;
+        be.matmul(&self.w.output, &sc.x, rows, &mut sc.logits)?;
         let mut out = vec![0f32; rows * nv];
-        be.download(&logits, &mut out)?;
+        be.download(&sc.logits, &mut out)?;
         Ok(out)
     }
 }
