@@ -182,7 +182,11 @@ fn convert(
 ) -> Result<Vec<u8>, glint_quant::QuantError> {
     let src_row = glint_quant::quantized_len(from, row_len)?;
     let dst_row = glint_quant::quantized_len(to, row_len)?;
-    let n_rows = if src_row == 0 { 0 } else { src.len() / src_row };
+    if src_row == 0 || dst_row == 0 {
+        // A zero-length dimension: nothing to convert (and chunking by 0 would panic).
+        return Ok(Vec::new());
+    }
+    let n_rows = src.len() / src_row;
     let rows_per_chunk = (CHUNK_ELEMS / row_len.max(1)).max(1);
     let mut out = vec![0u8; n_rows * dst_row];
     out.par_chunks_mut(rows_per_chunk * dst_row)

@@ -57,14 +57,14 @@ pub fn choose(name: &str, src: GgmlType, dims: &[u64], target: GgmlType) -> Choi
         };
     }
     let row = dims[0];
-    if row % target.block_size() as u64 == 0 {
+    if row.is_multiple_of(target.block_size() as u64) {
         return Choice {
             ty: target,
             note: None,
         };
     }
     let fb = fallback_32(target);
-    if row % fb.block_size() as u64 == 0 {
+    if row.is_multiple_of(fb.block_size() as u64) {
         Choice {
             ty: fb,
             note: Some(format!(
