@@ -2,50 +2,11 @@
 //! inputs and the expected values with gguf-py 0.19.0; no glint code was involved).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use glint_gguf::{GgmlType, Gguf, Value};
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/cli")
-}
-
-fn glint(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_glint"))
-        .args(args)
-        .output()
-        .expect("run glint")
-}
-
-/// Reads a little-endian float32 C-order .npy (the only kind these tests use).
-fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&b[..6], b"\x93NUMPY", "{}", path.display());
-    let (hlen, start) = match b[6] {
-        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
-        _ => (
-            u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize,
-            12,
-        ),
-    };
-    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
-    assert!(header.contains("'descr': '<f4'"), "{header}");
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let tuple = header.split("'shape': (").nth(1).unwrap();
-    let tuple = &tuple[..tuple.find(')').unwrap()];
-    let shape: Vec<usize> = tuple
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().unwrap())
-        .collect();
-    let data: Vec<f32> = b[start + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    assert_eq!(data.len(), shape.iter().product::<usize>());
-    (shape, data)
-}
+mod common;
+use common::{fixtures, glint, read_npy};
 
 #[test]
 fn dequant_matches_gguf_py_for_every_fixture_type() {
@@ -113,11 +74,7 @@ fn quantize(ty: &str, dir: &Path) -> PathBuf {
 }
 
 fn rel_err(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| ((x - y) as f64).powi(2))
-        .sum();
+    let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
     let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
     (num / den).sqrt()
 }
@@ -193,12 +150,7 @@ fn quantize_rejects_bad_requests() {
     let src = fixtures().join("quant_in.gguf");
     let out = dir.path().join("o.gguf");
     for (ty, needle) in [("Q9_9", "Q9_9"), ("IQ2_XXS", "IQ2_XXS")] {
-        let o = glint(&[
-            "quantize",
-            src.to_str().unwrap(),
-            out.to_str().unwrap(),
-            ty,
-        ]);
+        let o = glint(&["quantize", src.to_str().unwrap(), out.to_str().unwrap(), ty]);
         assert!(!o.status.success(), "{ty} should fail");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(needle), "{ty}: {err}");
