@@ -17,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Show a GGUF file's header, metadata and tensor table (--json for machines).
+    Inspect(cmd::inspect::Args),
     /// Print the token ids of a text.
     Tokenize(cmd::tokenize::Args),
     /// Write the logits of one prefill as a float32 .npy.
@@ -33,6 +35,7 @@ type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 fn run(cli: Cli) -> CmdResult {
     match cli.command {
+        Command::Inspect(a) => cmd::inspect::run(&a),
         Command::Tokenize(a) => cmd::tokenize::run(&a),
         Command::Logits(a) => cmd::logits::run(&a),
         Command::Generate(a) => cmd::generate::run(&a),

@@ -11,14 +11,15 @@ use crate::GgmlType;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GgufError {
-    /// Wraps another error with the file it came from; see [`GgufError::root`].
-    #[error("{}: {source}", path.display())]
+    /// Wraps another error with the file it came from; see [`GgufError::root`]. The inner
+    /// error is part of the message rather than a `source()`, so error-chain printers do not
+    /// repeat it.
+    #[error("{}: {inner}", path.display())]
     File {
         path: PathBuf,
-        #[source]
-        source: Box<GgufError>,
+        inner: Box<GgufError>,
     },
-    #[error("I/O error: {0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 
     #[error("not a GGUF file: magic is {found:02x?}, expected \"GGUF\"")]
@@ -162,7 +163,7 @@ impl GgufError {
     /// The error without its file-context wrappers, for matching on the variant.
     pub fn root(&self) -> &GgufError {
         match self {
-            GgufError::File { source, .. } => source.root(),
+            GgufError::File { inner, .. } => inner.root(),
             other => other,
         }
     }
@@ -170,7 +171,7 @@ impl GgufError {
     pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> GgufError {
         GgufError::File {
             path: path.into(),
-            source: Box::new(self),
+            inner: Box::new(self),
         }
     }
 }

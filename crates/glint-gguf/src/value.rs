@@ -244,8 +244,10 @@ impl fmt::Display for Value {
             Value::I32(v) => write!(f, "{v}"),
             Value::U64(v) => write!(f, "{v}"),
             Value::I64(v) => write!(f, "{v}"),
-            Value::F32(v) => write!(f, "{v}"),
-            Value::F64(v) => write!(f, "{v}"),
+            // Debug switches to exponent notation for tiny and huge magnitudes (1e-45, not 45
+            // digits) and keeps the shortest round-tripping digits.
+            Value::F32(v) => write!(f, "{v:?}"),
+            Value::F64(v) => write!(f, "{v:?}"),
             Value::Bool(v) => write!(f, "{v}"),
             Value::String(s) => write!(f, "{s:?}"),
             Value::Array(a) => {

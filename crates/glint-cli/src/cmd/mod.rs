@@ -2,6 +2,7 @@
 
 pub mod dequant;
 pub mod generate;
+pub mod inspect;
 pub mod logits;
 pub mod quantize;
 pub mod tokenize;
