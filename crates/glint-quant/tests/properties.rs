@@ -84,6 +84,33 @@ proptest! {
         }
     }
 
+    /// Arbitrary bytes (any scale, any grid index, NaN/inf f16) decode without panicking, into
+    /// exactly the element count gguf-py's geometry gives.
+    #[test]
+    fn arbitrary_bytes_decode(ty in any_type(), blocks in 0usize..6, seed in any::<u64>()) {
+        let mut state = seed | 1;
+        let bytes: Vec<u8> = (0..blocks * ty.type_size())
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 32) as u8
+            })
+            .collect();
+        let out = dequantize_to_vec(ty, &bytes).unwrap();
+        prop_assert_eq!(out.len(), blocks * ty.block_size());
+    }
+
+    /// Arbitrary f32 bit patterns (NaN, inf, subnormals, huge values) quantize without panicking.
+    #[test]
+    fn arbitrary_floats_quantize(ty in quantizable(), bits in proptest::collection::vec(any::<u32>(), 256)) {
+        let x: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let n = x.len() / ty.block_size() * ty.block_size();
+        let q = quantize_to_vec(ty, &x[..n]).unwrap();
+        prop_assert_eq!(q.len(), n / ty.block_size() * ty.type_size());
+        prop_assert_eq!(dequantize_to_vec(ty, &q).unwrap().len(), n);
+    }
+
     /// Any whole-block window of a reference fixture (odd counts, odd offsets, misaligned
     /// slices) decodes to the same window of the reference output.
     #[test]
