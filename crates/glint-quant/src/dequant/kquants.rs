@@ -34,14 +34,22 @@ pub fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
 pub(crate) fn dequant_q2_k(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
     per_block::<BlockQ2K>(b, o, |x, y| {
         let (d, min) = (x.d.to_f32(), x.dmin.to_f32());
-        // Element 128*h + 32*s + l lives in qs[32*h + l] at bit 2*s; group of 16 = element / 16.
-        for (i, y) in y.iter_mut().enumerate() {
-            let (h, s, l) = (i / 128, (i % 128) / 32, i % 32);
-            let q = (x.qs[32 * h + l] >> (2 * s)) & 3;
-            let sc = x.scales[i / 16];
-            let dl = d * (sc & 0xf) as f32;
-            let ml = min * (sc >> 4) as f32;
-            *y = dl * q as f32 - ml;
+        // Element 128*h + 32*s + l lives in qs[32*h + l] at bit 2*s; its group of 16 is
+        // 8*h + 2*s + l/16.
+        for h in 0..2 {
+            let q = &x.qs[32 * h..32 * h + 32];
+            for s in 0..4 {
+                for half in 0..2 {
+                    let sc = x.scales[8 * h + 2 * s + half];
+                    let dl = d * (sc & 0xf) as f32;
+                    let ml = min * (sc >> 4) as f32;
+                    let base = 128 * h + 32 * s + 16 * half;
+                    for l in 0..16 {
+                        let qv = (q[16 * half + l] >> (2 * s)) & 3;
+                        y[base + l] = dl * qv as f32 - ml;
+                    }
+                }
+            }
         }
     })
 }
@@ -50,13 +58,23 @@ pub(crate) fn dequant_q3_k(b: &[u8], o: &mut [f32]) -> Result<(), QuantError> {
     per_block::<BlockQ3K>(b, o, |x, y| {
         let d_all = x.d.to_f32();
         let scales = q3k_scales(&x.scales);
-        for (i, y) in y.iter_mut().enumerate() {
-            let (h, s, l) = (i / 128, (i % 128) / 32, i % 32);
-            let q = ((x.qs[32 * h + l] >> (2 * s)) & 3) as i32;
-            // hmask bit (4*h + s) of byte l: set means "no -4 offset".
-            let hbit = x.hmask[l] & (1 << (4 * h + s)) != 0;
-            let dl = d_all * scales[i / 16] as f32;
-            *y = dl * (q - if hbit { 0 } else { 4 }) as f32;
+        // Element 128*h + 32*s + l: low bits at qs[32*h + l] >> 2s, high bit (set means "no -4
+        // offset") at bit 4h + s of hmask[l].
+        for h in 0..2 {
+            let q = &x.qs[32 * h..32 * h + 32];
+            for s in 0..4 {
+                let m = 1u8 << (4 * h + s);
+                for half in 0..2 {
+                    let dl = d_all * scales[8 * h + 2 * s + half] as f32;
+                    let base = 128 * h + 32 * s + 16 * half;
+                    for l in 0..16 {
+                        let i = 16 * half + l;
+                        let qv = ((q[i] >> (2 * s)) & 3) as i32;
+                        let off = if x.hmask[i] & m != 0 { 0 } else { 4 };
+                        y[base + l] = dl * (qv - off) as f32;
+                    }
+                }
+            }
         }
     })
 }
