@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use glint_gguf::Gguf;
 use glm5_model::chat::{ChatMessage, ChatTemplate};
-use glm5_model::generate::{generate, GenerateParams};
+use glm5_model::generate::{generate, GenerateError, GenerateParams};
 use glm5_model::sampler::SamplerConfig;
 use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{Config, CpuBackend, Glm5};
@@ -87,6 +87,14 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     let ctx = args
         .ctx
         .unwrap_or_else(|| (prompt.len() + args.n_predict).min(max_ctx));
+    if prompt.len() > ctx {
+        // Fail before anything is printed.
+        return Err(GenerateError::PromptTooLong {
+            prompt: prompt.len(),
+            ctx_len: ctx,
+        }
+        .into());
+    }
     let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
 
     let mut out = std::io::stdout().lock();
