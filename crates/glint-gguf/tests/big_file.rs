@@ -1,9 +1,11 @@
 //! Opening a 1 GiB file must cost only its header: the tensor is a sparse hole, and resident
-//! memory (from /proc/self/status) may not grow by more than a few MB. Open time is printed, not
-//! asserted (timing depends on the machine); docs/performance.md records it.
+//! memory (from /proc/self/status) may not grow by more than a few MB. A second test opens a
+//! header as large as GLM-5's (its vocabulary and merges). Open times are printed, not asserted
+//! (timing depends on the machine); docs/performance.md records them.
 #![cfg(target_os = "linux")]
 
 use std::io::Seek;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use glint_gguf::{GgmlType, Gguf, GgufWriter, TensorSpec, Value};
@@ -14,8 +16,12 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// The tests measure process-wide RSS, so they must not run at the same time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn one_gib_sparse_file_opens_without_reading_data() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.gguf");
     // F16 [65536, 8192]: 2^29 elements, 1 GiB of data.
@@ -52,4 +58,58 @@ fn one_gib_sparse_file_opens_without_reading_data() {
         "RSS grew by {} KiB",
         after - before
     );
+}
+
+#[test]
+fn glm5_sized_header() {
+    use glint_gguf::{write_gguf, Array, ValueType};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // GLM-5's tokenizer: 154,880 tokens and ~321k merges; ~1,800 tensor infos.
+    let strings = |n: usize, f: fn(usize) -> String| {
+        Value::Array(Array {
+            elem_type: ValueType::String,
+            values: (0..n).map(|i| Value::String(f(i))).collect(),
+        })
+    };
+    let md = vec![
+        ("general.architecture".to_string(), Value::from("glm-dsa")),
+        (
+            "tokenizer.ggml.tokens".to_string(),
+            strings(154_880, |i| format!("tok{i}\u{120}x")),
+        ),
+        (
+            "tokenizer.ggml.merges".to_string(),
+            strings(321_649, |i| format!("a{i} b{i}")),
+        ),
+    ];
+    let specs: Vec<TensorSpec> = (0..1809)
+        .map(|i| TensorSpec {
+            name: format!("blk.{}.t{}.weight", i / 23, i % 23),
+            ty: GgmlType::F32,
+            dims: vec![8],
+        })
+        .collect();
+    let zeros = [0u8; 32];
+    let tensors: Vec<(TensorSpec, &[u8])> = specs.into_iter().map(|s| (s, &zeros[..])).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vocab.gguf");
+    write_gguf(&path, &md, &tensors).unwrap();
+    drop(md);
+    drop(tensors);
+
+    let size = std::fs::metadata(&path).unwrap().len();
+    let started = Instant::now();
+    let g = Gguf::open(&path).unwrap();
+    let elapsed = started.elapsed();
+    let tokens = g.metadata().get_str_array("tokenizer.ggml.tokens").unwrap();
+    assert_eq!(
+        (tokens.len(), tokens[154_879]),
+        (154_880, "tok154879\u{120}x")
+    );
+    assert_eq!(
+        g.metadata().get_str_array("tokenizer.ggml.merges").unwrap()[321_648],
+        "a321648 b321648"
+    );
+    assert_eq!(g.tensors().len(), 1809);
+    println!("GGUF open of a {size}-byte header (154,880 tokens, 321,649 merges, 1,809 tensors): {:.1} ms", elapsed.as_secs_f64() * 1e3);
 }
