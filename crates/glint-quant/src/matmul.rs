@@ -70,7 +70,7 @@ impl<'a> QWeight<'a> {
 }
 
 fn row_bytes(ty: GgmlType, cols: usize) -> Result<usize, QuantError> {
-    if cols % ty.block_size() != 0 {
+    if !cols.is_multiple_of(ty.block_size()) {
         return Err(QuantError::NotBlockAligned {
             ty,
             n: cols,

@@ -29,7 +29,7 @@ pub fn mul_mat_id(
     scratch: &mut MatmulScratch,
 ) -> Result<(), QuantError> {
     let ty = w.ty;
-    if n_used == 0 || ids.len() % n_used != 0 {
+    if n_used == 0 || !ids.len().is_multiple_of(n_used) {
         return Err(QuantError::BadLength {
             ty,
             what: "expert ids (a multiple of n_used)",

@@ -54,18 +54,71 @@ type DotsFn = fn(usize, &[u8], &[u8]) -> (f32, f32);
 type ActFn = fn(&[f32]) -> Vec<u8>;
 
 fn pairs() -> Vec<(GgmlType, GgmlDType, DotsFn, ActFn)> {
-    use k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0};
+    use k_quants::{
+        BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+        BlockQ6K, BlockQ8_0,
+    };
     vec![
-        (GgmlType::Q4_0, GgmlDType::Q4_0, candle_dots::<BlockQ4_0>, candle_act::<BlockQ4_0>),
-        (GgmlType::Q4_1, GgmlDType::Q4_1, candle_dots::<BlockQ4_1>, candle_act::<BlockQ4_1>),
-        (GgmlType::Q5_0, GgmlDType::Q5_0, candle_dots::<BlockQ5_0>, candle_act::<BlockQ5_0>),
-        (GgmlType::Q5_1, GgmlDType::Q5_1, candle_dots::<BlockQ5_1>, candle_act::<BlockQ5_1>),
-        (GgmlType::Q8_0, GgmlDType::Q8_0, candle_dots::<BlockQ8_0>, candle_act::<BlockQ8_0>),
-        (GgmlType::Q2_K, GgmlDType::Q2K, candle_dots::<BlockQ2K>, candle_act::<BlockQ2K>),
-        (GgmlType::Q3_K, GgmlDType::Q3K, candle_dots::<BlockQ3K>, candle_act::<BlockQ3K>),
-        (GgmlType::Q4_K, GgmlDType::Q4K, candle_dots::<BlockQ4K>, candle_act::<BlockQ4K>),
-        (GgmlType::Q5_K, GgmlDType::Q5K, candle_dots::<BlockQ5K>, candle_act::<BlockQ5K>),
-        (GgmlType::Q6_K, GgmlDType::Q6K, candle_dots::<BlockQ6K>, candle_act::<BlockQ6K>),
+        (
+            GgmlType::Q4_0,
+            GgmlDType::Q4_0,
+            candle_dots::<BlockQ4_0>,
+            candle_act::<BlockQ4_0>,
+        ),
+        (
+            GgmlType::Q4_1,
+            GgmlDType::Q4_1,
+            candle_dots::<BlockQ4_1>,
+            candle_act::<BlockQ4_1>,
+        ),
+        (
+            GgmlType::Q5_0,
+            GgmlDType::Q5_0,
+            candle_dots::<BlockQ5_0>,
+            candle_act::<BlockQ5_0>,
+        ),
+        (
+            GgmlType::Q5_1,
+            GgmlDType::Q5_1,
+            candle_dots::<BlockQ5_1>,
+            candle_act::<BlockQ5_1>,
+        ),
+        (
+            GgmlType::Q8_0,
+            GgmlDType::Q8_0,
+            candle_dots::<BlockQ8_0>,
+            candle_act::<BlockQ8_0>,
+        ),
+        (
+            GgmlType::Q2_K,
+            GgmlDType::Q2K,
+            candle_dots::<BlockQ2K>,
+            candle_act::<BlockQ2K>,
+        ),
+        (
+            GgmlType::Q3_K,
+            GgmlDType::Q3K,
+            candle_dots::<BlockQ3K>,
+            candle_act::<BlockQ3K>,
+        ),
+        (
+            GgmlType::Q4_K,
+            GgmlDType::Q4K,
+            candle_dots::<BlockQ4K>,
+            candle_act::<BlockQ4K>,
+        ),
+        (
+            GgmlType::Q5_K,
+            GgmlDType::Q5K,
+            candle_dots::<BlockQ5K>,
+            candle_act::<BlockQ5K>,
+        ),
+        (
+            GgmlType::Q6_K,
+            GgmlDType::Q6K,
+            candle_dots::<BlockQ6K>,
+            candle_act::<BlockQ6K>,
+        ),
     ]
 }
 
@@ -80,7 +133,10 @@ fn vec_dot_matches_candle_on_identical_bytes() {
             let partner = dot::partner_type(ty).unwrap();
             let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
             dot::quantize_activation(partner, &x, &mut act).unwrap();
-            let mag = abs_dot(&dequantize_to_vec(ty, &w).unwrap(), &dequantize_to_vec(partner, &act).unwrap());
+            let mag = abs_dot(
+                &dequantize_to_vec(ty, &w).unwrap(),
+                &dequantize_to_vec(partner, &act).unwrap(),
+            );
             let tol = (n / ty.block_size() + 16) as f64 * f32::EPSILON as f64 * mag;
             let (c_simd, c_generic) = candle(n, &w, &act);
             for isa in Isa::all_available() {
@@ -106,7 +162,13 @@ fn matmul_matches_candle_qmatmul() {
         let qt = qtensor_from_ggml(dt, &w, vec![rows, cols], &Device::Cpu).unwrap();
         let qm = QMatMul::from_qtensor(qt).unwrap();
         let xt = Tensor::from_vec(x.clone(), (1, cols), &Device::Cpu).unwrap();
-        let theirs: Vec<f32> = qm.forward(&xt).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let theirs: Vec<f32> = qm
+            .forward(&xt)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
 
         let mut ours = vec![0f32; rows];
         let qw = QWeight::new(ty, cols, rows, &w).unwrap();

@@ -26,7 +26,9 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 #[test]
@@ -37,7 +39,9 @@ fn activations_and_dots_match_llama_cpp() {
     let mut exact = 0;
     let mut total = 0;
     for &ty in GgmlType::ALL {
-        let Some(partner) = dot::partner_type(ty) else { continue };
+        let Some(partner) = dot::partner_type(ty) else {
+            continue;
+        };
         if !dir().join(format!("{ty}.w")).exists() {
             continue;
         }
@@ -51,7 +55,11 @@ fn activations_and_dots_match_llama_cpp() {
         for a in 0..ACTS {
             let mut ours = vec![0u8; arow];
             dot::quantize_activation(partner, &acts[a * N..(a + 1) * N], &mut ours).unwrap();
-            assert_eq!(ours, &aq[a * arow..(a + 1) * arow], "{ty}: activation {a} as {partner}");
+            assert_eq!(
+                ours,
+                &aq[a * arow..(a + 1) * arow],
+                "{ty}: activation {a} as {partner}"
+            );
         }
         for r in 0..ROWS {
             let wr = &w[r * wrow..(r + 1) * wrow];
@@ -59,7 +67,11 @@ fn activations_and_dots_match_llama_cpp() {
             for a in 0..ACTS {
                 let ar = &aq[a * arow..(a + 1) * arow];
                 let af = dequantize_to_vec(partner, ar).unwrap();
-                let mag: f64 = wf.iter().zip(&af).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+                let mag: f64 = wf
+                    .iter()
+                    .zip(&af)
+                    .map(|(x, y)| (*x as f64 * *y as f64).abs())
+                    .sum();
                 let tol = (N / ty.block_size() + 16) as f64 * f32::EPSILON as f64 * mag;
                 let expect = want[r * ACTS + a];
                 for isa in Isa::all_available() {
@@ -75,6 +87,8 @@ fn activations_and_dots_match_llama_cpp() {
         }
         checked += 1;
     }
-    eprintln!("{checked} types, {exact}/{total} dot products bit-identical to llama.cpp's AVX2 build");
+    eprintln!(
+        "{checked} types, {exact}/{total} dot products bit-identical to llama.cpp's AVX2 build"
+    );
     assert!(checked >= 20, "only {checked} types had fixtures");
 }

@@ -70,7 +70,10 @@ fn activation_quantization_matches_reference_quantizers() {
         let mut ours = vec![0u8; dot::activation_bytes(ty, x.len()).unwrap()];
         dot::quantize_activation(ty, &x, &mut ours).unwrap();
         let reference = quantize_to_vec(ty, &x).unwrap();
-        let (a, b) = (dequantize_to_vec(ty, &ours).unwrap(), dequantize_to_vec(ty, &reference).unwrap());
+        let (a, b) = (
+            dequantize_to_vec(ty, &ours).unwrap(),
+            dequantize_to_vec(ty, &reference).unwrap(),
+        );
         let mut differing = 0;
         for (i, (p, q)) in a.iter().zip(&b).enumerate() {
             let d = ((i / 32) as f32, (p - q).abs());
@@ -81,7 +84,10 @@ fn activation_quantization_matches_reference_quantizers() {
                 differing += 1;
             }
         }
-        assert!(differing * 1000 < x.len(), "{ty}: {differing} quants differ from _ref");
+        assert!(
+            differing * 1000 < x.len(),
+            "{ty}: {differing} quants differ from _ref"
+        );
     }
 }
 
@@ -100,7 +106,11 @@ fn q8_0_hand_computed() {
     let d = half::f16::from_f32(1.0 / 127.0).to_f32();
     let want = (127 * (0..32).sum::<i32>()) as f32 * (1.0 * d);
     for isa in Isa::all_available() {
-        assert_eq!(dot::vec_dot_with(isa, GgmlType::Q8_0, 32, &w, &act).unwrap(), want, "{isa:?}");
+        assert_eq!(
+            dot::vec_dot_with(isa, GgmlType::Q8_0, 32, &w, &act).unwrap(),
+            want,
+            "{isa:?}"
+        );
     }
 }
 

@@ -31,14 +31,22 @@ fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseErr
     let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
     dot::quantize_activation(partner, &x, &mut act).unwrap();
     let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
-    let mag = abs_dot(&dequantize_to_vec(ty, &w).unwrap(), &dequantize_to_vec(partner, &act).unwrap());
+    let mag = abs_dot(
+        &dequantize_to_vec(ty, &w).unwrap(),
+        &dequantize_to_vec(partner, &act).unwrap(),
+    );
     let blocks = n / ty.block_size();
     let tol = (blocks + 16) as f64 * f32::EPSILON as f64 * mag;
     for isa in Isa::all_available() {
         let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
         prop_assert!(
             ((got - scalar) as f64).abs() <= tol,
-            "{} {:?}: {} vs scalar {} (tol {})", ty, isa, got, scalar, tol
+            "{} {:?}: {} vs scalar {} (tol {})",
+            ty,
+            isa,
+            got,
+            scalar,
+            tol
         );
     }
     Ok(())
@@ -64,10 +72,16 @@ fn legacy_odd_block_counts() {
             let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_0, n).unwrap()];
             dot::quantize_activation(GgmlType::Q8_0, &x, &mut act).unwrap();
             let s = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
-            let mag = abs_dot(&dequantize_to_vec(ty, &w).unwrap(), &dequantize_to_vec(GgmlType::Q8_0, &act).unwrap());
+            let mag = abs_dot(
+                &dequantize_to_vec(ty, &w).unwrap(),
+                &dequantize_to_vec(GgmlType::Q8_0, &act).unwrap(),
+            );
             for isa in Isa::all_available() {
                 let g = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
-                assert!(((g - s) as f64).abs() <= (nb + 16) as f64 * 1.2e-7 * mag, "{ty} {isa:?} nb {nb}: {g} vs {s}");
+                assert!(
+                    ((g - s) as f64).abs() <= (nb + 16) as f64 * 1.2e-7 * mag,
+                    "{ty} {isa:?} nb {nb}: {g} vs {s}"
+                );
             }
         }
     }

@@ -10,5 +10,8 @@ fn env_var_forces_scalar_and_results_follow() {
     assert_eq!(dot::isa(), Isa::Scalar);
     // Every dispatched kernel is then the scalar reference itself.
     let k = dot::kernel(GgmlType::Q4_K).unwrap();
-    assert!(std::ptr::fn_addr_eq(k, dot::scalar_kernel(GgmlType::Q4_K).unwrap()));
+    assert!(std::ptr::fn_addr_eq(
+        k,
+        dot::scalar_kernel(GgmlType::Q4_K).unwrap()
+    ));
 }

@@ -17,7 +17,7 @@ use crate::error::QuantError;
 /// Bytes needed for `n` activations in `partner` format.
 pub fn activation_bytes(partner: GgmlType, n: usize) -> Result<usize, QuantError> {
     let blk = partner.block_size();
-    if n % blk != 0 {
+    if !n.is_multiple_of(blk) {
         return Err(QuantError::NotBlockAligned {
             ty: partner,
             n,

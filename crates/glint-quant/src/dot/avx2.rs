@@ -38,7 +38,7 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
 pub(super) fn blocks(n: usize, qk: usize, w: &[u8], wsize: usize, a: &[u8], asize: usize) -> usize {
     let nb = n / qk;
     assert!(
-        n % qk == 0 && w.len() >= nb * wsize && a.len() >= nb * asize,
+        n.is_multiple_of(qk) && w.len() >= nb * wsize && a.len() >= nb * asize,
         "dot row lengths"
     );
     nb

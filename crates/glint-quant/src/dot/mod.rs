@@ -216,7 +216,7 @@ pub(crate) fn check_dot_args(
 ) -> Result<GgmlType, QuantError> {
     let partner = partner_type(ty).ok_or(QuantError::Unsupported { ty, op: "vec_dot" })?;
     let blk = ty.block_size();
-    if n % blk != 0 || n % partner.block_size() != 0 {
+    if !n.is_multiple_of(blk) || !n.is_multiple_of(partner.block_size()) {
         return Err(QuantError::NotBlockAligned {
             ty,
             n,

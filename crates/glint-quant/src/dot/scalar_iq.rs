@@ -4,6 +4,10 @@
 //! integer sums per 32 weights, the block's float scale is applied once per block (per 32 for
 //! IQ4_XS), and IQ2/IQ3 results carry ggml's final 0.125 / 0.25 factor.
 
+// Indexed loops on purpose: they follow ggml's generic kernels line by line, which is what
+// makes these the reference.
+#![allow(clippy::needless_range_loop)]
+
 use bytemuck::pod_read_unaligned;
 
 use crate::blocks::{

@@ -4,6 +4,10 @@
 //! lanes (`sums[l]`, one per element index mod 8) that are only added together at the end; that
 //! order is kept here because it decides the f32 rounding of the result.
 
+// Indexed loops on purpose: they follow ggml's generic kernels line by line, which is what
+// makes these the reference.
+#![allow(clippy::needless_range_loop)]
+
 use bytemuck::pod_read_unaligned;
 
 use crate::blocks::{

@@ -143,7 +143,10 @@ pub fn random_activations(n: usize, rng: &mut Rng) -> Vec<f32> {
 /// Sum of |w_i * a_i| in f64 over the dequantized rows: the scale float rounding errors are
 /// relative to.
 pub fn abs_dot(w: &[f32], a: &[f32]) -> f64 {
-    w.iter().zip(a).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum()
+    w.iter()
+        .zip(a)
+        .map(|(x, y)| (*x as f64 * *y as f64).abs())
+        .sum()
 }
 
 pub fn dot64(w: &[f32], a: &[f32]) -> f64 {
