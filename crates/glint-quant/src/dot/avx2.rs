@@ -95,12 +95,17 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm256_set1_epi8(0x0f);
     let mut acc = _mm256_setzero_ps();
-    let mut acc_min = 0.0f32;
+    let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 144), y.add(i * 292));
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
+        acc_min = _mm256_fmadd_ps(
+            dmin,
+            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
+            acc_min,
+        );
         let mut sumi = _mm256_setzero_si256();
         for j in 0..4 {
             let q4 = load256(xb.add(16 + 32 * j));
@@ -115,7 +120,7 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         let d = _mm256_set1_ps(yd * f16_at(xb));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum_ps(acc) - acc_min
+    hsum_ps(acc) - hsum_ps(acc_min)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -123,12 +128,17 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
     let mut acc = _mm256_setzero_ps();
-    let mut acc_min = 0.0f32;
+    let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 176), y.add(i * 292));
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
+        acc_min = _mm256_fmadd_ps(
+            dmin,
+            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
+            acc_min,
+        );
         let qh = load256(xb.add(16));
         let mut sumi = _mm256_setzero_si256();
         for j in 0..4 {
@@ -152,19 +162,7 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         let d = _mm256_set1_ps(yd * f16_at(xb));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum_ps(acc) - acc_min
-}
-
-/// `32 * sum_j scales[j] * bsums[j]`: what the unsigned 6-bit codes overcount by (Q6_K stores
-/// `q + 32`), removed once per block instead of subtracting 32 from every code.
-#[inline(always)]
-pub(super) unsafe fn q6k_bias(scales: *const u8, bsums: *const u8) -> i32 {
-    let mut s = 0i32;
-    for j in 0..16 {
-        let b = (bsums.add(2 * j) as *const i16).read_unaligned() as i32;
-        s += (*scales.add(j) as i8) as i32 * b;
-    }
-    32 * s
+    hsum_ps(acc) - hsum_ps(acc_min)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -172,12 +170,13 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm256_set1_epi8(0x0f);
     let m3 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
-    let mut acc_bias = 0.0f32;
+    let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 210), y.add(i * 292));
         let d = f32_at(yb) * f16_at(xb.add(208));
         let sc = xb.add(192);
-        acc_bias += d * q6k_bias(sc, yb.add(260)) as f32;
+        let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
+        acc_bias = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias);
         let mut sumi = _mm256_setzero_si256();
         for h in 0..2 {
             let ql1 = load256(xb.add(64 * h));
@@ -211,7 +210,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum_ps(acc) - acc_bias
+    hsum_ps(acc) - hsum_ps(acc_bias)
 }
 
 /// The 6-bit scale (bias 32 removed) of 32-group `ib` of an IQ4_XS block.

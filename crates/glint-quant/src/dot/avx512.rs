@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2::{blocks, iq4xs_scale, q6k_bias};
+use super::avx2::{blocks, iq4xs_scale};
 use super::x86_util::*;
 use super::VecDotFn;
 use crate::grids::KVALUES_IQ4NL;
@@ -145,12 +145,17 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
     let mut acc = _mm512_setzero_ps();
-    let mut acc_min = 0.0f32;
+    let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 144), y.add(i * 292));
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
+        acc_min = _mm256_fmadd_ps(
+            dmin,
+            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
+            acc_min,
+        );
         let mut sumi = _mm512_setzero_si512();
         for j in 0..4 {
             let q4 = load256(xb.add(16 + 32 * j));
@@ -162,7 +167,7 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
-    _mm512_reduce_add_ps(acc) - acc_min
+    _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
@@ -170,12 +175,17 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
     let one = _mm512_set1_epi8(1);
     let mut acc = _mm512_setzero_ps();
-    let mut acc_min = 0.0f32;
+    let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 176), y.add(i * 292));
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        acc_min += yd * f16_at(xb.add(2)) * bsums_dot_mins(yb.add(260), &mn) as f32;
+        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
+        acc_min = _mm256_fmadd_ps(
+            dmin,
+            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
+            acc_min,
+        );
         let qh = load256(xb.add(16));
         let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
         let mut sumi = _mm512_setzero_si512();
@@ -193,7 +203,7 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
-    _mm512_reduce_add_ps(acc) - acc_min
+    _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
@@ -240,12 +250,13 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     };
     let sel = [idx(0), idx(4), idx(8), idx(12)];
     let mut acc = _mm512_setzero_ps();
-    let mut acc_bias = 0.0f32;
+    let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 210), y.add(i * 292));
         let d = f32_at(yb) * f16_at(xb.add(208));
         let sc = xb.add(192);
-        acc_bias += d * q6k_bias(sc, yb.add(260)) as f32;
+        let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
+        acc_bias = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias);
         let sc16 =
             _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
         let mut sumi = _mm512_setzero_si512();
@@ -270,7 +281,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         }
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
     }
-    _mm512_reduce_add_ps(acc) - acc_bias
+    _mm512_reduce_add_ps(acc) - hsum_ps(acc_bias)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]

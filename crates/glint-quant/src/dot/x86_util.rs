@@ -86,13 +86,19 @@ pub fn k4_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (sc, mn)
 }
 
-/// `sum_j bsums[j] * mins[j / 2]` of a Q8_K block for a Q4_K/Q5_K block's mins.
+/// `bsums[j] * mins[j / 2]` of a Q8_K block and a Q4_K/Q5_K block's mins, as eight i32 lanes
+/// whose sum is the mins' integer contribution (kept in a vector so the per-block float scaling
+/// needs no horizontal sum).
 #[inline(always)]
-pub unsafe fn bsums_dot_mins(bsums: *const u8, mins: &[u8; 8]) -> i32 {
-    let mut s = 0i32;
-    for j in 0..16 {
-        let b = (bsums.add(2 * j) as *const i16).read_unaligned() as i32;
-        s += b * mins[j / 2] as i32;
-    }
-    s
+pub unsafe fn mins_bsums_v(mins: &[u8; 8], bsums: *const u8) -> __m256i {
+    let m = _mm_loadl_epi64(mins.as_ptr() as *const __m128i);
+    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    _mm256_madd_epi16(m16, load256(bsums))
+}
+
+/// `scales[j] * bsums[j]` for the sixteen i8 scales of a Q6_K block, as eight i32 lanes.
+#[inline(always)]
+pub unsafe fn scales_bsums_v(scales: *const u8, bsums: *const u8) -> __m256i {
+    let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(scales as *const __m128i));
+    _mm256_madd_epi16(s16, load256(bsums))
 }
