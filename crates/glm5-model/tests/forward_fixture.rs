@@ -154,3 +154,58 @@ fn logits_and_greedy_match_transformers() {
         "no long case ran"
     );
 }
+
+/// The long prompt fed as a 2000-token prefill followed by one-token decode steps through the
+/// cache (crossing the point where the indexer starts dropping keys) must give transformers'
+/// logits at every stored position, like the single batched prefill does.
+#[test]
+fn long_prompt_decoded_token_by_token_matches_transformers() {
+    let dir = fixture_dir();
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let case = reference["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "long")
+        .expect("long case");
+    let gguf = Gguf::open(
+        dir.join(
+            reference["models"][case["model"].as_str().unwrap()]["gguf"]
+                .as_str()
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    let mut model = Glm5::load(&gguf, CpuBackend::new(), 4096).unwrap();
+    let nv = model.config().n_vocab;
+    let ids = ids_of(&case["ids"]);
+    let positions: Vec<usize> = case["logit_positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
+    let (_, want) = read_npy_f32(&dir.join(case["logits_file"].as_str().unwrap()));
+    let range = want.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+        - want.iter().copied().fold(f32::INFINITY, f32::min);
+    let split = 2000;
+    let mut got = model.forward(&ids[..split], 0).unwrap();
+    for p in split..ids.len() {
+        got.extend(model.forward(&ids[p..p + 1], p).unwrap());
+    }
+    let mut max_err = 0f32;
+    for (row, &p) in positions.iter().enumerate() {
+        let w = &want[row * nv..(row + 1) * nv];
+        let g = &got[p * nv..(p + 1) * nv];
+        max_err = w
+            .iter()
+            .zip(g)
+            .map(|(a, b)| (a - b).abs())
+            .fold(max_err, f32::max);
+        assert_eq!(argmax(g), argmax(w), "argmax differs at position {p}");
+    }
+    eprintln!("long, prefill 2000 + decode: max |Δlogit| {max_err:.3e} (range {range:.2})");
+    assert!(max_err <= 1e-3 * range, "max abs logit error {max_err}");
+}
