@@ -1,0 +1,145 @@
+//! `glint tokenize`, `glint logits` and `glint generate` on the tiny GLM-5 fixture against
+//! Hugging Face (tokenizers ids, transformers logits and greedy continuations recorded in
+//! fixtures/glm5/reference.json by fixtures/make_glm5_fixtures.py).
+
+use serde_json::Value;
+
+mod common;
+use common::{glint, read_npy, repo};
+
+fn glm5(name: &str) -> String {
+    repo()
+        .join("fixtures/glm5")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn reference() -> Value {
+    let text = std::fs::read_to_string(glm5("reference.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn case(name: &str) -> Value {
+    reference()["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+        .clone()
+}
+
+fn model_path(c: &Value) -> String {
+    let key = c["model"].as_str().unwrap();
+    glm5(reference()["models"][key]["gguf"].as_str().unwrap())
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn join(ids: &[u32]) -> String {
+    ids.iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn stdout_ok(o: &std::process::Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn tokenize_prints_hf_ids() {
+    for name in ["short", "medium", "chat"] {
+        let c = case(name);
+        let o = glint(&[
+            "tokenize",
+            "-m",
+            &model_path(&c),
+            "-p",
+            c["text"].as_str().unwrap(),
+        ]);
+        let out = stdout_ok(&o, name);
+        assert_eq!(out.trim_end(), join(&ids(&c["ids"])), "case {name}");
+    }
+}
+
+#[test]
+fn logits_match_transformers() {
+    let c = case("short");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("short.npy");
+    let o = glint(&[
+        "logits",
+        "-m",
+        &model_path(&c),
+        "--tokens",
+        &join(&ids(&c["ids"])),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    stdout_ok(&o, "logits");
+    let (shape, got) = read_npy(&out);
+    let n = ids(&c["ids"]).len();
+    let (ref_shape, want) = read_npy(
+        &repo()
+            .join("fixtures/glm5")
+            .join(c["logits_file"].as_str().unwrap()),
+    );
+    let vocab = ref_shape[1];
+    assert_eq!(shape, vec![n, vocab]);
+    for (row, pos) in c["logit_positions"].as_array().unwrap().iter().enumerate() {
+        let pos = pos.as_u64().unwrap() as usize;
+        let g = &got[pos * vocab..(pos + 1) * vocab];
+        let w = &want[row * vocab..(row + 1) * vocab];
+        let scale = w.iter().fold(0f32, |m, x| m.max(x.abs())).max(1.0);
+        let max_diff = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            max_diff <= 1e-3 * scale,
+            "position {pos}: max |glint - transformers| = {max_diff} (scale {scale})"
+        );
+    }
+}
+
+#[test]
+fn greedy_generate_continues_like_transformers() {
+    let c = case("short");
+    let want = c["greedy_text"].as_str().unwrap();
+    let n = ids(&c["greedy_new_tokens"]).len().to_string();
+    let prompt = c["text"].as_str().unwrap();
+    let o = glint(&[
+        "generate",
+        "-m",
+        &model_path(&c),
+        "-p",
+        prompt,
+        "-n",
+        &n,
+        "--temp",
+        "0",
+        "--ignore-eos",
+    ]);
+    let out = stdout_ok(&o, "generate");
+    // stdout: the prompt, the streamed continuation, a newline.
+    assert_eq!(out, format!("{prompt}{want}\n"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("tok/s"), "speed report missing: {err}");
+}
+
+#[test]
+fn generate_reports_bad_model_path() {
+    let o = glint(&["generate", "-m", "/nonexistent.gguf", "-p", "x", "-n", "1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.gguf"));
+}
