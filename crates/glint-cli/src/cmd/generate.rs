@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use glint_gguf::Gguf;
-use glm5_model::chat::{ChatMessage, ChatTemplate};
+use glm5_model::chat::ChatTemplate;
 use glm5_model::generate::{generate, GenerateError, GenerateParams};
 use glm5_model::sampler::SamplerConfig;
 use glm5_model::tokenizer::Tokenizer;
@@ -42,6 +42,10 @@ pub struct Args {
     /// Wrap the prompt as a user turn with the GGUF's chat template.
     #[arg(long)]
     pub chat: bool,
+    /// With --chat: pass `enable_thinking = false` to the template (GLM answers without a
+    /// reasoning block).
+    #[arg(long, requires = "chat")]
+    pub no_think: bool,
     /// Context length to allocate (default: prompt + n_predict, capped by the model's).
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -65,10 +69,18 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             .ok_or_else(|| GenerateCliError::NoTemplate(args.model.clone()))?;
         let name = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).map(str::to_string);
         let tmpl = ChatTemplate::new(src, name(tok.bos()), name(tok.eos()))?;
-        tmpl.render(&[ChatMessage::new("user", args.prompt.clone())], true)?
+        let mut ctx = serde_json::json!({
+            "messages": [{"role": "user", "content": args.prompt}],
+            "add_generation_prompt": true,
+        });
+        if args.no_think {
+            ctx["enable_thinking"] = false.into();
+        }
+        tmpl.render_json(&ctx)?
     } else {
         args.prompt.clone()
     };
+    tracing::debug!(text = %text, "prompt");
     let prompt = tok.encode(&text)?;
     let params = GenerateParams {
         max_new_tokens: args.n_predict,
