@@ -53,7 +53,7 @@ fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseErr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn simd_equals_scalar(t in 0..SIMD_TYPES.len(), blocks in 1usize..24, seed in any::<u64>()) {
         compare(SIMD_TYPES[t], blocks, seed)?;

@@ -2,7 +2,8 @@
 //! `vpdpwssd` fusing the multiply-add chains of the AVX2 kernels.
 //!
 //! Same integer sums as the scalar kernels (exact), same per-block float scaling as the AVX2
-//! kernels but in sixteen lanes. Types without a kernel here use the AVX2 one.
+//! kernels but in sixteen lanes. IQ2_XXS/IQ3_XXS apply their sign bits as a `k` mask instead of
+//! a +-1 byte table. Types without a kernel here use the AVX2 one.
 
 use std::arch::x86_64::*;
 
@@ -11,7 +12,7 @@ use glint_gguf::GgmlType;
 use super::avx2::{blocks, iq4xs_scale};
 use super::x86_util::*;
 use super::VecDotFn;
-use crate::grids::KVALUES_IQ4NL;
+use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
 
 /// The AVX-512 kernel for `ty`, if there is one.
 pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
@@ -23,6 +24,8 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         Q5_K => q5_k,
         Q6_K => q6_k,
         IQ4_XS => iq4_xs,
+        IQ2_XXS => iq2_xxs,
+        IQ3_XXS => iq3_xxs,
         _ => return None,
     })
 }
@@ -43,6 +46,8 @@ safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
 safe_kernel!(q6_k, q6_k_impl, 256, 210, 292);
 safe_kernel!(iq4_xs, iq4_xs_impl, 256, 136, 292);
+safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
+safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 
 /// Two 32-byte halves as one 64-byte vector.
 #[inline(always)]
@@ -309,4 +314,93 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
     _mm512_reduce_add_ps(acc)
+}
+
+/// The 32 sign bits of one IQ2_XXS/IQ3_XXS 32-group: four 7-bit fields of `aux`, each completed
+/// to an even-parity byte by ggml's `ksigns_iq2xs`; bit j set = negate weight j.
+#[inline(always)]
+fn signs32(aux: u32) -> u64 {
+    let k = |s: u32| KSIGNS_IQ2XS[(s & 127) as usize] as u64;
+    k(aux) | k(aux >> 7) << 8 | k(aux >> 14) << 16 | k(aux >> 21) << 24
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let g = |i: u32| IQ2XXS_GRID[i as usize] as i64;
+    let mut acc = _mm512_setzero_ps();
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 66), y.add(i * 292));
+        let mut sumi = _mm512_setzero_si512();
+        for p in 0..4 {
+            // Two 32-groups: each is a u32 of four grid indices and a u32 of signs + scale.
+            let q = xb.add(2 + 16 * p) as *const u32;
+            let (a0, a1, b0, b1) = (
+                q.read_unaligned(),
+                q.add(1).read_unaligned(),
+                q.add(2).read_unaligned(),
+                q.add(3).read_unaligned(),
+            );
+            let grid = _mm512_set_epi64(
+                g(b0 >> 24),
+                g((b0 >> 16) & 255),
+                g((b0 >> 8) & 255),
+                g(b0 & 255),
+                g(a0 >> 24),
+                g((a0 >> 16) & 255),
+                g((a0 >> 8) & 255),
+                g(a0 & 255),
+            );
+            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
+            let neg = signs32(a1) | signs32(b1) << 32;
+            let q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            let p16 = _mm512_maddubs_epi16(grid, q8s);
+            let ls = split16(2 * (a1 >> 28) as i16 + 1, 2 * (b1 >> 28) as i16 + 1);
+            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
+        }
+        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    0.125 * _mm512_reduce_add_ps(acc)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let mut acc = _mm512_setzero_ps();
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 98), y.add(i * 292));
+        let mut sumi = _mm512_setzero_si512();
+        for p in 0..4 {
+            let q3 = xb.add(2 + 16 * p);
+            let g = |k: usize| IQ3XXS_GRID[*q3.add(k) as usize] as i32;
+            let grid = _mm512_set_epi32(
+                g(15),
+                g(14),
+                g(13),
+                g(12),
+                g(11),
+                g(10),
+                g(9),
+                g(8),
+                g(7),
+                g(6),
+                g(5),
+                g(4),
+                g(3),
+                g(2),
+                g(1),
+                g(0),
+            );
+            let aux = xb.add(66 + 8 * p) as *const u32;
+            let (a, b) = (aux.read_unaligned(), aux.add(1).read_unaligned());
+            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
+            let neg = signs32(a) | signs32(b) << 32;
+            let q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            let p16 = _mm512_maddubs_epi16(grid, q8s);
+            let ls = split16(2 * (a >> 28) as i16 + 1, 2 * (b >> 28) as i16 + 1);
+            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
+        }
+        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    0.25 * _mm512_reduce_add_ps(acc)
 }
