@@ -196,7 +196,7 @@ fn read_tensor_info(cur: &mut Cursor<'_>, index: usize, alignment: u64) -> Resul
     })?;
     let offset = cur.u64(|| format!("data offset of tensor '{name}'"))?;
     let n_bytes = tensor_bytes(&name, ty, &dims)?;
-    if offset % alignment != 0 {
+    if !offset.is_multiple_of(alignment) {
         return Err(GgufError::UnalignedTensorOffset {
             tensor: name,
             offset,
@@ -232,7 +232,7 @@ pub(crate) fn tensor_bytes(name: &str, ty: GgmlType, dims: &[u64]) -> Result<u64
     }
     let row_len = dims.first().copied().unwrap_or(1);
     let block_size = ty.block_size() as u64;
-    if row_len % block_size != 0 {
+    if !row_len.is_multiple_of(block_size) {
         return Err(GgufError::RowNotBlockAligned {
             tensor: name.to_string(),
             ty,

@@ -90,7 +90,7 @@ impl GgmlType {
     /// blocks (GGML requires rows to be block-aligned) or the size overflows.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let blk = self.block_size() as u64;
-        if n % blk != 0 {
+        if !n.is_multiple_of(blk) {
             return None;
         }
         (n / blk).checked_mul(self.type_size() as u64)
