@@ -146,9 +146,53 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     sum
 }
 
+/// `vpshufb` controls that spread the eight i16 sub-block scales (broadcast to every 128-bit
+/// lane) so that the low 256 bits of vector j get scale 2j and the high 256 bits scale 2j + 1.
+static K4_SCALE_CTRL: [[u8; 64]; 4] = {
+    let mut t = [[0u8; 64]; 4];
+    let mut j = 0;
+    while j < 4 {
+        let mut b = 0;
+        while b < 64 {
+            let word = if b < 32 { 2 * j } else { 2 * j + 1 };
+            t[j][b] = (2 * word + b % 2) as u8;
+            b += 1;
+        }
+        j += 1;
+    }
+    t
+};
+
+/// Sixteen i16 lanes of scale 2j then sixteen of scale 2j + 1, for j = 0..4.
+#[inline(always)]
+unsafe fn k4_scale_vectors(sc: &[u8; 8], ctrl: &[__m512i; 4]) -> [__m512i; 4] {
+    let s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64(
+        sc.as_ptr() as *const __m128i
+    )));
+    [
+        _mm512_shuffle_epi8(s16, ctrl[0]),
+        _mm512_shuffle_epi8(s16, ctrl[1]),
+        _mm512_shuffle_epi8(s16, ctrl[2]),
+        _mm512_shuffle_epi8(s16, ctrl[3]),
+    ]
+}
+
+/// 32 packed nibble bytes as 64 codes: low nibbles in the low half, high nibbles in the high.
+#[inline(always)]
+unsafe fn nibbles64(p: *const u8, m4: __m512i) -> __m512i {
+    let v = _mm512_broadcast_i64x4(load256(p));
+    _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF_0000, v, 4), m4)
+}
+
+fn k4_ctrl() -> [__m512i; 4] {
+    // SAFETY: plain loads of a 64-byte static; AVX-512F is present whenever this is called.
+    unsafe { std::array::from_fn(|j| _mm512_loadu_si512(K4_SCALE_CTRL[j].as_ptr() as *const _)) }
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
+    let ctrl = k4_ctrl();
     let mut acc = _mm512_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
@@ -161,13 +205,12 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
             acc_min,
         );
+        let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
         for j in 0..4 {
-            let q4 = load256(xb.add(16 + 32 * j));
-            let w = _mm512_and_si512(join(q4, _mm256_srli_epi16(q4, 4)), m4);
+            let w = nibbles64(xb.add(16 + 32 * j), m4);
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
-            let p16 = _mm512_maddubs_epi16(w, q8);
-            sumi = _mm512_dpwssd_epi32(sumi, p16, split16(sc[2 * j] as i16, sc[2 * j + 1] as i16));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), scales[j]);
         }
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
@@ -178,6 +221,7 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
+    let ctrl = k4_ctrl();
     let one = _mm512_set1_epi8(1);
     let mut acc = _mm512_setzero_ps();
     let mut acc_min = _mm256_setzero_ps();
@@ -193,17 +237,13 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         );
         let qh = load256(xb.add(16));
         let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
+        let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
         for j in 0..4 {
-            let q4 = load256(xb.add(48 + 32 * j));
             let h = _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
-            let w = _mm512_or_si512(
-                _mm512_and_si512(join(q4, _mm256_srli_epi16(q4, 4)), m4),
-                _mm512_slli_epi16(h, 4),
-            );
+            let w = _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4));
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
-            let p16 = _mm512_maddubs_epi16(w, q8);
-            sumi = _mm512_dpwssd_epi32(sumi, p16, split16(sc[2 * j] as i16, sc[2 * j + 1] as i16));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), scales[j]);
         }
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
