@@ -207,10 +207,10 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         );
         let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
-        for j in 0..4 {
+        for (j, scale) in scales.iter().enumerate() {
             let w = nibbles64(xb.add(16 + 32 * j), m4);
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), scales[j]);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), *scale);
         }
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
@@ -239,11 +239,11 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
         let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
-        for j in 0..4 {
+        for (j, scale) in scales.iter().enumerate() {
             let h = _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
             let w = _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4));
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), scales[j]);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), *scale);
         }
         let d = _mm512_set1_ps(yd * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
