@@ -64,7 +64,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         (true, None) => return Err(format!("{} has no chat template", path.display()).into()),
         (false, _) => args.prompt.clone(),
     };
-    let prompt = tok.encode(&text)?;
+    let prompt = if args.chat {
+        tok.encode(&text)?
+    } else {
+        tok.encode_prompt(&text)?
+    };
     let ctx = (prompt.len() + args.n_predict).min(Config::from_gguf(&gguf)?.context_length);
     let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
     let params = GenerateParams {

@@ -77,6 +77,8 @@ pub struct TokenizerSpec {
     pub eot: Option<u32>,
     pub eom: Option<u32>,
     pub chat_template: Option<String>,
+    /// `tokenizer.ggml.add_bos_token`, if present.
+    pub add_bos: Option<bool>,
 }
 
 impl TokenizerSpec {
@@ -124,6 +126,10 @@ impl TokenizerSpec {
             eot: opt_id("tokenizer.ggml.eot_token_id")?,
             eom: opt_id("tokenizer.ggml.eom_token_id")?,
             chat_template,
+            add_bos: match md.get("tokenizer.ggml.add_bos_token") {
+                Some(_) => Some(md.get_bool("tokenizer.ggml.add_bos_token")?),
+                None => None,
+            },
         })
     }
 }
@@ -194,6 +200,7 @@ pub struct Tokenizer {
     /// End-of-generation ids: eos, eot, eom (deduplicated).
     eog: Vec<u32>,
     chat_template: Option<String>,
+    add_bos: bool,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -215,6 +222,13 @@ impl Tokenizer {
             return Err(TokenizerError::UnsupportedModel(spec.model));
         }
         let (regexes, ignore_merges) = pre_tokenizer_regexes(&spec.pre)?;
+        // llama.cpp: Llama 3 vocabularies default to a BOS, GLM never gets one automatically
+        // (its chat template writes `[gMASK]<sop>`), others follow the GGUF flag.
+        let add_bos = match spec.pre.as_str() {
+            "glm4" | "chatglm-bpe" => false,
+            "llama-bpe" | "llama3" | "llama-v3" => spec.add_bos.unwrap_or(true),
+            _ => spec.add_bos.unwrap_or(false),
+        } && spec.bos.is_some();
         let n = spec.tokens.len();
         let token_types = if spec.token_types.is_empty() {
             vec![token_type::NORMAL; n]
@@ -327,6 +341,7 @@ impl Tokenizer {
             eos: spec.eos,
             eog,
             chat_template: spec.chat_template,
+            add_bos,
         })
     }
 
@@ -377,6 +392,22 @@ impl Tokenizer {
 
     pub fn bos(&self) -> Option<u32> {
         self.bos
+    }
+
+    /// Whether a raw (non-chat) prompt should start with [`Tokenizer::bos`], as llama.cpp does.
+    /// Chat templates write their own BOS text, so rendered chats never need it.
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Token ids of a raw prompt: [`Tokenizer::encode`] plus the BOS the model expects, if any.
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        if let (true, Some(bos)) = (self.add_bos, self.bos) {
+            ids.push(bos);
+        }
+        ids.extend(self.encode(text)?);
+        Ok(ids)
     }
 
     pub fn eos(&self) -> Option<u32> {

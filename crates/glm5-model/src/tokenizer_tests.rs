@@ -141,3 +141,41 @@ fn rejects_malformed_merges_and_ids() {
     .unwrap_err();
     assert!(matches!(e, TokenizerError::TokenTypeCount { .. }), "{e}");
 }
+
+#[test]
+fn bos_follows_llama_cpp_rules() {
+    let base = TokenizerSpec {
+        model: "gpt2".into(),
+        pre: "glm4".into(),
+        tokens: vec!["a".into(), "<s>".into()],
+        token_types: vec![token_type::NORMAL, token_type::CONTROL],
+        bos: Some(1),
+        add_bos: Some(true),
+        ..Default::default()
+    };
+    // GLM: never, whatever the flag says (llama.cpp clears the BOS for CHATGLM4).
+    let t = Tokenizer::from_spec(base.clone()).unwrap();
+    assert_eq!(t.encode_prompt("a").unwrap(), vec![0]);
+    // Llama 3: on by default.
+    let t = Tokenizer::from_spec(TokenizerSpec {
+        pre: "llama-bpe".into(),
+        add_bos: None,
+        ..base.clone()
+    })
+    .unwrap();
+    assert_eq!(t.encode_prompt("a").unwrap(), vec![1, 0]);
+    // DeepSeek-V3: the GGUF flag decides.
+    for (flag, want) in [
+        (Some(true), vec![1, 0]),
+        (Some(false), vec![0]),
+        (None, vec![0]),
+    ] {
+        let t = Tokenizer::from_spec(TokenizerSpec {
+            pre: "deepseek-v3".into(),
+            add_bos: flag,
+            ..base.clone()
+        })
+        .unwrap();
+        assert_eq!(t.encode_prompt("a").unwrap(), want, "{flag:?}");
+    }
+}

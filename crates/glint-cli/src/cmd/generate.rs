@@ -81,7 +81,11 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         args.prompt.clone()
     };
     tracing::debug!(text = %text, "prompt");
-    let prompt = tok.encode(&text)?;
+    let prompt = if args.chat {
+        tok.encode(&text)?
+    } else {
+        tok.encode_prompt(&text)?
+    };
     let params = GenerateParams {
         max_new_tokens: args.n_predict,
         sampler: SamplerConfig {
