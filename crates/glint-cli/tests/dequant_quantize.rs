@@ -155,4 +155,17 @@ fn quantize_rejects_bad_requests() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(needle), "{ty}: {err}");
     }
+    // Writing over the input would truncate the file that is being read (memory-mapped).
+    let copy = dir.path().join("in.gguf");
+    std::fs::copy(&src, &copy).unwrap();
+    let before = std::fs::read(&copy).unwrap();
+    let o = glint(&[
+        "quantize",
+        copy.to_str().unwrap(),
+        copy.to_str().unwrap(),
+        "Q8_0",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("overwrite"));
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
 }
