@@ -2,12 +2,12 @@
 //! the generation loop.
 
 pub mod chat;
-pub mod generate;
-pub mod sampler;
-pub mod tokenizer;
 pub mod config;
 pub mod error;
+pub mod generate;
 pub mod model;
+pub mod sampler;
+pub mod tokenizer;
 pub mod weights;
 
 pub use config::{Arch, Config, IndexerConfig};
