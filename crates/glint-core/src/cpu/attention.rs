@@ -4,10 +4,107 @@
 use rayon::prelude::*;
 
 use super::elementwise::softmax_row;
-use super::linear::dot;
 use super::router::top_k_indices;
 use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
+
+/// `dst [m × n] = beta · lhs [m × k] · rhs` where `rhs[kk][j] = rhs_ptr[kk·rhs_rs + j·rhs_cs]`.
+#[allow(clippy::too_many_arguments)]
+fn small_gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    lhs: &[f32],
+    rhs: &[f32],
+    rhs_rs: usize,
+    rhs_cs: usize,
+    beta: f32,
+    par: gemm::Parallelism,
+) {
+    debug_assert!(dst.len() >= m * n && lhs.len() >= m * k);
+    debug_assert!(k == 0 || n == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
+    // SAFETY: the extents above are checked by the callers (and debug-asserted here); dst does
+    // not alias lhs or rhs.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            0.0f32,
+            beta,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+/// Few query rows (decode): run rows in turn and let big GEMMs use the pool; many (prefill):
+/// parallelise across rows with single-threaded GEMMs.
+fn split(n_rows: usize) -> bool {
+    n_rows >= 2 * rayon::current_num_threads()
+}
+
+/// Threads inside a GEMM only pay off above roughly a million multiply-adds.
+fn inner_par(across: bool, macs: usize) -> gemm::Parallelism {
+    if across || macs < (1 << 20) {
+        gemm::Parallelism::None
+    } else {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    }
+}
+
+/// Absorbed MLA for one query token: all heads share the key rows (MQA), so the scores of every
+/// head are one GEMM `Q [H × dk] · Kᵀ` and the output one GEMM `P [H × nk] · V`.
+#[allow(clippy::too_many_arguments)]
+fn attend_token(
+    qs: &[f32],
+    cache: &[f32],
+    pos: usize,
+    sel: Option<&[u32]>,
+    p: &AttnParams,
+    o: &mut [f32],
+    across: bool,
+) {
+    let (h, dk, dv) = (p.n_heads, p.dk, p.dv);
+    let gathered: Vec<f32>;
+    let (keys, nk): (&[f32], usize) = match sel {
+        Some(sel) => {
+            gathered = sel
+                .iter()
+                .map(|&t| t as usize)
+                .filter(|&t| t <= pos && t < p.n_kv)
+                .flat_map(|t| cache[t * dk..(t + 1) * dk].iter().copied())
+                .collect();
+            (&gathered, gathered.len() / dk)
+        }
+        None => {
+            let nk = (pos + 1).min(p.n_kv);
+            (&cache[..nk * dk], nk)
+        }
+    };
+    if nk == 0 {
+        o.fill(0.0);
+        return;
+    }
+    let par = inner_par(across, h * nk * dk);
+    let mut sc = vec![0f32; h * nk];
+    small_gemm(h, nk, dk, &mut sc, qs, keys, 1, dk, p.scale, par);
+    sc.chunks_mut(nk).for_each(softmax_row);
+    small_gemm(h, dv, nk, o, &sc, keys, dk, 1, 1.0, par);
+}
 
 pub(crate) fn mla_attention(
     q: &[f32],
@@ -31,36 +128,22 @@ pub(crate) fn mla_attention(
     if let Some(s) = selected {
         need("mla_attention", "selected", n * p.n_selected, s.len())?;
     }
-    out[..n * h * dv]
-        .par_chunks_mut(dv)
-        .enumerate()
-        .for_each(|(sh, o)| {
-            let s = sh / h;
-            let pos = positions[s] as usize;
-            let keys: Vec<usize> = match selected {
-                Some(sel) => sel[s * p.n_selected..(s + 1) * p.n_selected]
-                    .iter()
-                    .map(|&t| t as usize)
-                    .filter(|&t| t <= pos && t < p.n_kv)
-                    .collect(),
-                None => (0..=pos.min(p.n_kv.saturating_sub(1)))
-                    .take(p.n_kv)
-                    .collect(),
-            };
-            let qh = &q[sh * dk..(sh + 1) * dk];
-            let mut sc: Vec<f32> = keys
-                .iter()
-                .map(|&t| p.scale * dot(qh, &cache[t * dk..(t + 1) * dk]))
-                .collect();
-            softmax_row(&mut sc);
-            o.fill(0.0);
-            for (&t, &pw) in keys.iter().zip(&sc) {
-                let v = &cache[t * dk..t * dk + dv];
-                for (oi, &vi) in o.iter_mut().zip(v) {
-                    *oi += pw * vi;
-                }
-            }
-        });
+    let across = split(n);
+    let body = |s: usize, o: &mut [f32]| {
+        let sel = selected.map(|v| &v[s * p.n_selected..(s + 1) * p.n_selected]);
+        let qs = &q[s * h * dk..(s + 1) * h * dk];
+        attend_token(qs, cache, positions[s] as usize, sel, p, o, across);
+    };
+    let out = &mut out[..n * h * dv];
+    if across {
+        out.par_chunks_mut(h * dv)
+            .enumerate()
+            .for_each(|(s, o)| body(s, o));
+    } else {
+        out.chunks_mut(h * dv)
+            .enumerate()
+            .for_each(|(s, o)| body(s, o));
+    }
     Ok(())
 }
 
@@ -81,26 +164,43 @@ pub(crate) fn indexer_scores(
     if nkv == 0 {
         return Ok(());
     }
-    out[..n * nkv]
-        .par_chunks_mut(nkv)
-        .enumerate()
-        .for_each(|(s, row)| {
-            let pos = positions[s] as usize;
-            let qs = &q[s * hi * d..(s + 1) * hi * d];
-            let ws = &w[s * hi..(s + 1) * hi];
-            for (t, r) in row.iter_mut().enumerate() {
-                if t > pos {
-                    *r = f32::NEG_INFINITY;
-                    continue;
-                }
-                let k = &keys[t * d..(t + 1) * d];
-                let mut acc = 0f32;
-                for j in 0..hi {
-                    acc += ws[j] * dot(&qs[j * d..(j + 1) * d], k).max(0.0);
-                }
-                *r = acc;
+    let across = split(n);
+    let body = |s: usize, row: &mut [f32]| {
+        let nk = (positions[s] as usize + 1).min(nkv);
+        let par = inner_par(across, hi * nk * d);
+        let ws = &w[s * hi..(s + 1) * hi];
+        // logits[j][t] = q_j · k_t for every head at once, then Σ_j w_j ReLU(·).
+        let mut logits = vec![0f32; hi * nk];
+        small_gemm(
+            hi,
+            nk,
+            d,
+            &mut logits,
+            &q[s * hi * d..(s + 1) * hi * d],
+            keys,
+            1,
+            d,
+            1.0,
+            par,
+        );
+        row[..nk].fill(0.0);
+        for (j, lj) in logits.chunks(nk).enumerate() {
+            for (r, &l) in row[..nk].iter_mut().zip(lj) {
+                *r += ws[j] * l.max(0.0);
             }
-        });
+        }
+        row[nk..].fill(f32::NEG_INFINITY);
+    };
+    let out = &mut out[..n * nkv];
+    if across {
+        out.par_chunks_mut(nkv)
+            .enumerate()
+            .for_each(|(s, r)| body(s, r));
+    } else {
+        out.chunks_mut(nkv)
+            .enumerate()
+            .for_each(|(s, r)| body(s, r));
+    }
     Ok(())
 }
 
