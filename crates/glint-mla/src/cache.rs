@@ -27,13 +27,19 @@ impl<B: Backend> MlaCache<B> {
         row: usize,
         index_dims: &[Option<usize>],
     ) -> Result<Self> {
+        let size = |w: usize| {
+            ctx_len.checked_mul(w).ok_or(MlaError::ContextOverflow {
+                needed: ctx_len,
+                ctx_len: usize::MAX / w.max(1),
+            })
+        };
         let layers = index_dims
             .iter()
             .map(|d| {
                 Ok(LayerCache {
-                    latent: backend.alloc(ctx_len * row)?,
+                    latent: backend.alloc(size(row)?)?,
                     index_k: match d {
-                        Some(d) => Some(backend.alloc(ctx_len * d)?),
+                        Some(d) => Some(backend.alloc(size(*d)?)?),
                         None => None,
                     },
                 })
