@@ -132,6 +132,7 @@ pub struct MlaScratch<B: Backend> {
     scores: B::Buf,
     sel: B::Ids,
     sel_len: usize,
+    last_selected: Option<usize>,
 }
 
 /// Grows `buf` to at least `len` floats.
@@ -166,7 +167,15 @@ impl<B: Backend> MlaScratch<B> {
             sel: be.upload_ids(&[])?,
             // `sel_len` tracks the ids capacity: Ids have no length query on the trait.
             sel_len: 0,
+            last_selected: None,
         })
+    }
+
+    /// The key indices the indexer selected in the most recent layer call (`[n × k]`, `k`
+    /// returned alongside), or None when that call attended to every visible key. For tests and
+    /// debugging (comparing selections with another implementation).
+    pub fn selection(&self) -> Option<(&B::Ids, usize)> {
+        self.last_selected.map(|k| (&self.sel, k))
     }
 }
 
@@ -291,6 +300,7 @@ pub fn forward<B: Backend>(
         (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, batch, keys, sc, n_kv)?,
         _ => None,
     };
+    sc.last_selected = n_selected;
 
     ensure(be, &mut sc.olat, n * h * d.kv_lora)?;
     ensure(be, &mut sc.oh, n * h * d.v_dim)?;

@@ -19,6 +19,10 @@ pub struct Glm5<'a, B: Backend> {
     rope: Rope<B>,
     cache: MlaCache<B>,
     scratch: Scratch<B>,
+    /// When set, the indexer's per-layer key selections of the last call are kept (debugging,
+    /// comparing with another implementation's top-k).
+    record_selections: bool,
+    selections: Vec<Option<Vec<u32>>>,
 }
 
 /// Per-call buffers kept between calls (decode does not allocate; they only grow).
@@ -75,6 +79,8 @@ impl<'a, B: Backend> Glm5<'a, B> {
             rope,
             cache,
             scratch,
+            record_selections: false,
+            selections: Vec::new(),
         })
     }
 
@@ -90,6 +96,19 @@ impl<'a, B: Backend> Glm5<'a, B> {
     pub fn cache_len(&self) -> usize {
         self.cache.len()
     }
+    /// Keep (or stop keeping) the indexer's key selections of each call; see [`Self::selections`].
+    pub fn record_selections(&mut self, on: bool) {
+        self.record_selections = on;
+        self.selections.clear();
+    }
+
+    /// Per trunk layer, the key indices the DSA indexer selected in the last call
+    /// (`[n_tokens × top_k]`, descending score; entries past a row's position are unused), or
+    /// None for a layer that attended to every visible key. Empty unless recording is on.
+    pub fn selections(&self) -> &[Option<Vec<u32>>] {
+        &self.selections
+    }
+
     /// Empties the KV cache.
     pub fn reset(&mut self) {
         self.cache.reset();
@@ -128,6 +147,7 @@ impl<'a, B: Backend> Glm5<'a, B> {
         be.get_rows(&self.w.token_embd, &ids, n, &mut sc.h)?;
         let batch = Batch::new(be, start, n, self.cfg.n_heads)?;
         let eps = self.cfg.rms_eps;
+        self.selections.clear();
         for (l, lw) in self.w.layers.iter().enumerate() {
             be.rms_norm(&sc.h, &lw.attn_norm, n, d, eps, &mut sc.x)?;
             glint_mla::forward(
@@ -141,6 +161,17 @@ impl<'a, B: Backend> Glm5<'a, B> {
                 &mut sc.mla,
                 &mut sc.y,
             )?;
+            if self.record_selections {
+                let sel = match sc.mla.selection() {
+                    Some((ids, k)) => {
+                        let mut v = vec![0u32; n * k];
+                        be.download_ids(ids, &mut v)?;
+                        Some(v)
+                    }
+                    None => None,
+                };
+                self.selections.push(sel);
+            }
             be.add(&mut sc.h, &sc.y, n * d)?;
             be.rms_norm(&sc.h, &lw.ffn_norm, n, d, eps, &mut sc.x)?;
             match &lw.ffn {
