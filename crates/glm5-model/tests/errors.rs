@@ -94,6 +94,31 @@ fn wrong_shape_is_named_with_both_shapes() {
 }
 
 #[test]
+fn unsupported_weight_type_is_named() {
+    // I32 has the same 4-byte size as F32, so only the declared type is wrong.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("type.gguf");
+    rewrite(
+        &p,
+        |_| {},
+        |t| {
+            let mut t = t.clone();
+            if t.name == "blk.0.attn_q_b.weight" {
+                t.ty = glint_gguf::GgmlType::I32;
+            }
+            Some(t)
+        },
+    );
+    let e = load_err(&p);
+    let msg = e.to_string();
+    assert!(matches!(e, ModelError::UnsupportedType { .. }), "{msg}");
+    assert!(
+        msg.contains("blk.0.attn_q_b.weight") && msg.contains("I32"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn unknown_architecture_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("arch.gguf");

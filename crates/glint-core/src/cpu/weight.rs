@@ -108,10 +108,13 @@ impl<'a> CpuWeight<'a> {
     }
 }
 
-/// Types this backend can decode (and therefore multiply).
+/// Types this backend accepts as weights: floats and block formats. Integer tensors decode, but
+/// a model weight stored as integers is a malformed file, so it is refused by name at load time.
 pub(crate) fn decodable(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
-        || glint_quant::traits(ty).to_f32.is_some()
+    !matches!(
+        ty,
+        GgmlType::I8 | GgmlType::I16 | GgmlType::I32 | GgmlType::I64
+    ) && glint_quant::traits(ty).to_f32.is_some()
 }
 
 /// Decodes a whole tensor to f32 on the host (norm weights, legacy fused tensors).
