@@ -224,6 +224,26 @@ impl Config {
             }),
             _ => None,
         };
+        // GLM-5.2 IndexShare: "shared" layers reuse the previous full layer's top-k. Not
+        // implemented yet; refuse such files rather than silently running every indexer.
+        let types_key = k.key("attention.indexer.types");
+        if indexer.is_some() && md.get(&types_key).is_some() {
+            let arr = md.get_array(&types_key)?;
+            let all_full = arr.values.iter().all(|v| match v {
+                Value::Bool(b) => *b,
+                Value::U8(x) => *x != 0,
+                Value::I8(x) => *x != 0,
+                Value::U32(x) => *x != 0,
+                Value::I32(x) => *x != 0,
+                _ => false,
+            });
+            if !all_full {
+                return Err(cfg_err(
+                    &types_key,
+                    "shared indexer layers (IndexShare, GLM-5.2) are not supported yet",
+                ));
+            }
+        }
         if let Some(ix) = &indexer {
             if ix.head_dim < rope_dim || ix.top_k == 0 {
                 return Err(cfg_err(

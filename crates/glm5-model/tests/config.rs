@@ -142,3 +142,47 @@ fn bad_headers_are_named() {
     .to_string();
     assert!(e.contains("nextn_predict_layers"), "{e}");
 }
+
+fn glm_dsa(types: Option<Vec<bool>>) -> Vec<(String, Value)> {
+    let mut m: Vec<(String, Value)> = header(&[])
+        .into_iter()
+        .filter(|(k, _)| !k.contains("rope.scaling"))
+        .map(|(k, v)| (k.replace("deepseek2.", "glm-dsa."), v))
+        .collect();
+    m[0].1 = Value::String("glm-dsa".into());
+    m.push((
+        "glm-dsa.attention.indexer.head_count".into(),
+        Value::U32(32),
+    ));
+    m.push((
+        "glm-dsa.attention.indexer.key_length".into(),
+        Value::U32(128),
+    ));
+    m.push(("glm-dsa.attention.indexer.top_k".into(), Value::U32(2048)));
+    if let Some(t) = types {
+        m.push((
+            "glm-dsa.attention.indexer.types".into(),
+            Value::Array(glint_gguf::Array {
+                elem_type: glint_gguf::ValueType::Bool,
+                values: t.into_iter().map(Value::Bool).collect(),
+            }),
+        ));
+    }
+    m
+}
+
+#[test]
+fn indexer_keys_and_index_share() {
+    let c = parse(&glm_dsa(None)).unwrap();
+    let ix = c.indexer.unwrap();
+    assert_eq!((ix.n_heads, ix.head_dim, ix.top_k), (32, 128, 2048));
+    // GLM-5's indexer rope is interleaved (spec §2.3), unlike DeepSeek-V3.2's NeoX.
+    assert_eq!(ix.rope_mode, glint_core::RopeMode::Interleaved);
+    // No attention.layer_norm_epsilon key: HF's hard-coded LayerNorm eps 1e-6.
+    assert_eq!(ix.eps, 1e-6);
+    assert!(parse(&glm_dsa(Some(vec![true; 61]))).is_ok());
+    let e = parse(&glm_dsa(Some(vec![true, true, true, false])))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("glm-dsa.attention.indexer.types"), "{e}");
+}
