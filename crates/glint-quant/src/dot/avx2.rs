@@ -68,6 +68,7 @@ unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 34), y.add(i * 34));
+        prefetch_ahead(xb, 34);
         let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
         let p = dot_i8_avx2(load256(xb.add(2)), load256(yb.add(2)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
@@ -82,6 +83,7 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 18), y.add(i * 34));
+        prefetch_ahead(xb, 18);
         let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
         let t = _mm_loadu_si128(xb.add(2) as *const __m128i);
         let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
@@ -98,6 +100,7 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 144), y.add(i * 292));
+        prefetch_ahead(xb, 144);
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
@@ -131,6 +134,7 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 176), y.add(i * 292));
+        prefetch_ahead(xb, 176);
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
@@ -173,6 +177,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 210), y.add(i * 292));
+        prefetch_ahead(xb, 210);
         let d = f32_at(yb) * f16_at(xb.add(208));
         let sc = xb.add(192);
         let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
@@ -229,6 +234,7 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 136), y.add(i * 292));
+        prefetch_ahead(xb, 136);
         let mut sumi = _mm256_setzero_si256();
         for p in 0..4 {
             let q = load256(xb.add(8 + 32 * p));
@@ -267,6 +273,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 66), y.add(i * 292));
+        prefetch_ahead(xb, 66);
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
             let q = xb.add(2 + 8 * ib);
@@ -294,6 +301,7 @@ unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 98), y.add(i * 292));
+        prefetch_ahead(xb, 98);
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
             let q3 = xb.add(2 + 8 * ib);

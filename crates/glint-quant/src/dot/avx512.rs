@@ -80,6 +80,7 @@ unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             x.add(i * 34 + 34),
             y.add(i * 34 + 34),
         );
+        prefetch_ahead(xa, 68);
         let qx = join(load256(xa.add(2)), load256(xb.add(2)));
         let qy = join(load256(ya.add(2)), load256(yb.add(2)));
         let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
@@ -120,6 +121,7 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             x.add(i * 18 + 18),
             y.add(i * 34 + 34),
         );
+        prefetch_ahead(xa, 36);
         let ta = _mm_loadu_si128(xa.add(2) as *const __m128i);
         let tb = _mm_loadu_si128(xb.add(2) as *const __m128i);
         let qa = _mm256_set_m128i(_mm_srli_epi16(ta, 4), ta);
@@ -197,6 +199,7 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 144), y.add(i * 292));
+        prefetch_ahead(xb, 144);
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
@@ -227,6 +230,7 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 176), y.add(i * 292));
+        prefetch_ahead(xb, 176);
         let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
@@ -298,6 +302,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 210), y.add(i * 292));
+        prefetch_ahead(xb, 210);
         let d = f32_at(yb) * f16_at(xb.add(208));
         let sc = xb.add(192);
         let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
@@ -336,6 +341,7 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 136), y.add(i * 292));
+        prefetch_ahead(xb, 136);
         let mut sumi = _mm512_setzero_si512();
         for p in 0..4 {
             let q = load256(xb.add(8 + 32 * p));
@@ -370,6 +376,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 66), y.add(i * 292));
+        prefetch_ahead(xb, 66);
         let mut sumi = _mm512_setzero_si512();
         for p in 0..4 {
             // Two 32-groups: each is a u32 of four grid indices and a u32 of signs + scale.
@@ -408,6 +415,7 @@ unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 98), y.add(i * 292));
+        prefetch_ahead(xb, 98);
         let mut sumi = _mm512_setzero_si512();
         for p in 0..4 {
             let q3 = xb.add(2 + 16 * p);
