@@ -23,9 +23,8 @@ pub struct MoeWeights<'a, B: Backend + 'a> {
     pub gate_inp: B::Weight<'a>,
     /// Selection bias `exp_probs_b` (`e_score_correction_bias`).
     pub bias: Option<B::Buf>,
-    /// Stacked experts: gate/up `{d_model, d_ff, n_expert}`, down `{d_ff, d_model, n_expert}`.
-    pub gate_exps: B::Weight<'a>,
-    pub up_exps: B::Weight<'a>,
+    /// Stacked expert gate/up projections, down `{d_ff, d_model, n_expert}`.
+    pub gate_up: ExpertGateUp<'a, B>,
     pub down_exps: B::Weight<'a>,
     pub d_ff: usize,
     pub shared: Option<MlpWeights<'a, B>>,
@@ -66,6 +65,17 @@ impl<B: Backend> MoeScratch<B> {
             shared: be.alloc(0)?,
         })
     }
+}
+
+/// The experts' gate and up projections, as separate tensors `{d_model, d_ff, n_expert}` or as
+/// newer llama.cpp files store them, one fused `{d_model, 2·d_ff, n_expert}` tensor with each
+/// expert's gate rows first and its up rows second.
+pub enum ExpertGateUp<'a, B: Backend + 'a> {
+    Split {
+        gate: B::Weight<'a>,
+        up: B::Weight<'a>,
+    },
+    Fused(B::Weight<'a>),
 }
 
 /// SwiGLU MLP: `out [n × d_model] = down(silu(gate x) ⊙ up x)`.
@@ -124,8 +134,20 @@ pub fn moe<B: Backend>(
     ensure(be, &mut sc.u, len)?;
     ensure(be, &mut sc.h, len)?;
     ensure(be, &mut sc.y, n * k * d_model)?;
-    be.mul_mat_id(&w.gate_exps, &sc.ids, k, x, false, n, &mut sc.g)?;
-    be.mul_mat_id(&w.up_exps, &sc.ids, k, x, false, n, &mut sc.u)?;
+    match &w.gate_up {
+        ExpertGateUp::Split { gate, up } => {
+            be.mul_mat_id(gate, &sc.ids, k, x, false, n, &mut sc.g)?;
+            be.mul_mat_id(up, &sc.ids, k, x, false, n, &mut sc.u)?;
+        }
+        ExpertGateUp::Fused(gu) => {
+            // One product into y ([n·k × 2·d_ff], y is at least that large), split by slot.
+            let f = w.d_ff;
+            ensure(be, &mut sc.y, n * k * 2 * f)?;
+            be.mul_mat_id(gu, &sc.ids, k, x, false, n, &mut sc.y)?;
+            be.copy2d(&sc.y, 0, 2 * f, &mut sc.g, 0, f, n * k, f)?;
+            be.copy2d(&sc.y, f, 2 * f, &mut sc.u, 0, f, n * k, f)?;
+        }
+    }
     be.silu_mul(&sc.g, &sc.u, len, &mut sc.h)?;
     be.mul_mat_id(&w.down_exps, &sc.ids, k, &sc.h, true, n, &mut sc.y)?;
     be.moe_combine(&sc.y, &sc.wts, n, k, d_model, out)?;

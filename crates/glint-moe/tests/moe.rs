@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RouterParams};
-use glint_moe::{mlp, moe, Gating, MlpWeights, MoeScratch, MoeWeights};
+use glint_moe::{mlp, moe, ExpertGateUp, Gating, MlpWeights, MoeScratch, MoeWeights};
 
 const D: usize = 8;
 const E: usize = 6;
@@ -52,6 +52,15 @@ fn swiglu(g: &[f32], u: &[f32], dn: &[f32], x: &[f32]) -> Vec<f64> {
 
 #[test]
 fn moe_block_matches_brute_force() {
+    check_moe(false);
+}
+
+#[test]
+fn moe_block_with_fused_gate_up_matches_brute_force() {
+    check_moe(true);
+}
+
+fn check_moe(fused: bool) {
     let be = CpuBackend::new();
     let n = 5;
     let x = rand_vec(1, n * D, 1.0);
@@ -70,8 +79,20 @@ fn moe_block_matches_brute_force() {
     let w = MoeWeights {
         gate_inp: up(&be, &[D, E], &router),
         bias: Some(bias.clone()),
-        gate_exps: up(&be, &[D, FF, E], &gw),
-        up_exps: up(&be, &[D, FF, E], &uw),
+        gate_up: if fused {
+            // Per expert: its gate rows, then its up rows.
+            let mut gu = Vec::new();
+            for e in 0..E {
+                gu.extend_from_slice(&gw[e * FF * D..(e + 1) * FF * D]);
+                gu.extend_from_slice(&uw[e * FF * D..(e + 1) * FF * D]);
+            }
+            ExpertGateUp::Fused(up(&be, &[D, 2 * FF, E], &gu))
+        } else {
+            ExpertGateUp::Split {
+                gate: up(&be, &[D, FF, E], &gw),
+                up: up(&be, &[D, FF, E], &uw),
+            }
+        },
         down_exps: up(&be, &[FF, D, E], &dw),
         d_ff: FF,
         shared: Some(MlpWeights {

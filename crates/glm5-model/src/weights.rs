@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use glint_core::{Backend, GgmlType, RouterParams};
 use glint_gguf::Gguf;
 use glint_mla::{IndexerDims, IndexerWeights, MlaWeights, QProj};
-use glint_moe::{MlpWeights, MoeWeights};
+use glint_moe::{ExpertGateUp, MlpWeights, MoeWeights};
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
@@ -218,14 +218,23 @@ impl<'a, B: Backend> ModelWeights<'a, B> {
                     } else {
                         None
                     },
-                    gate_exps: b.weight(
-                        &format!("{p}.ffn_gate_exps.weight"),
-                        &[c.d_model, c.d_ff_exp, e],
-                    )?,
-                    up_exps: b.weight(
-                        &format!("{p}.ffn_up_exps.weight"),
-                        &[c.d_model, c.d_ff_exp, e],
-                    )?,
+                    gate_up: if b.has(&format!("{p}.ffn_gate_up_exps.weight")) {
+                        ExpertGateUp::Fused(b.weight(
+                            &format!("{p}.ffn_gate_up_exps.weight"),
+                            &[c.d_model, 2 * c.d_ff_exp, e],
+                        )?)
+                    } else {
+                        ExpertGateUp::Split {
+                            gate: b.weight(
+                                &format!("{p}.ffn_gate_exps.weight"),
+                                &[c.d_model, c.d_ff_exp, e],
+                            )?,
+                            up: b.weight(
+                                &format!("{p}.ffn_up_exps.weight"),
+                                &[c.d_model, c.d_ff_exp, e],
+                            )?,
+                        }
+                    },
                     down_exps: b.weight(
                         &format!("{p}.ffn_down_exps.weight"),
                         &[c.d_ff_exp, c.d_model, e],
