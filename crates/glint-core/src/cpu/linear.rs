@@ -118,7 +118,12 @@ pub(crate) fn matmul_slice(
     (0..rows.div_ceil(ROW_BLOCK))
         .into_par_iter()
         .try_for_each(|blk| -> Result<()> {
-            let mut row = vec![0f32; cols];
+            // Decode buffer only for non-F32 weights (F32 rows are read in place).
+            let mut row = if f32_rows.is_some() {
+                Vec::new()
+            } else {
+                vec![0f32; cols]
+            };
             for r in blk * ROW_BLOCK..((blk + 1) * ROW_BLOCK).min(rows) {
                 let g = slice * rows + r;
                 let wr: &[f32] = match f32_rows {
