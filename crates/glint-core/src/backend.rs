@@ -37,6 +37,8 @@ pub trait Backend: Send + Sync {
     fn download(&self, buf: &Self::Buf, out: &mut [f32]) -> Result<()>;
     fn buf_len(&self, buf: &Self::Buf) -> usize;
     fn upload_ids(&self, host: &[u32]) -> Result<Self::Ids>;
+    /// A zero-filled id buffer of `len` entries (outputs of `moe_route` / `top_k`).
+    fn alloc_ids(&self, len: usize) -> Result<Self::Ids>;
     /// Copies the first `out.len()` ids of `ids` to the host.
     fn download_ids(&self, ids: &Self::Ids, out: &mut [u32]) -> Result<()>;
     /// Binds a GGUF tensor. `dims` is in GGUF order (`ne0` first). Validates the byte length.

@@ -164,7 +164,7 @@ impl<B: Backend> MlaScratch<B> {
             iq: e()?,
             iw: e()?,
             scores: e()?,
-            sel: be.upload_ids(&[])?,
+            sel: be.alloc_ids(0)?,
             // `sel_len` tracks the ids capacity: Ids have no length query on the trait.
             sel_len: 0,
             last_selected: None,
@@ -409,7 +409,7 @@ fn indexer<B: Backend>(
         &mut sc.scores,
     )?;
     if sc.sel_len < n * id.top_k {
-        sc.sel = be.upload_ids(&vec![0u32; n * id.top_k])?;
+        sc.sel = be.alloc_ids(n * id.top_k)?;
         sc.sel_len = n * id.top_k;
     }
     be.top_k(&sc.scores, n, n_kv, id.top_k, &mut sc.sel)?;

@@ -55,7 +55,7 @@ impl<B: Backend> MoeScratch<B> {
     pub fn new(be: &B) -> Result<Self> {
         Ok(Self {
             logits: be.alloc(0)?,
-            ids: be.upload_ids(&[])?,
+            ids: be.alloc_ids(0)?,
             ids_len: 0,
             wts: be.alloc(0)?,
             g: be.alloc(0)?,
@@ -123,7 +123,7 @@ pub fn moe<B: Backend>(
     ensure(be, &mut sc.logits, n * r.n_expert)?;
     ensure(be, &mut sc.wts, n * k)?;
     if sc.ids_len < n * k {
-        sc.ids = be.upload_ids(&vec![0u32; n * k])?;
+        sc.ids = be.alloc_ids(n * k)?;
         sc.ids_len = n * k;
     }
     be.matmul(&w.gate_inp, x, n, &mut sc.logits)?;

@@ -55,6 +55,9 @@ impl Backend for CpuBackend {
     fn upload_ids(&self, host: &[u32]) -> Result<Vec<u32>> {
         Ok(host.to_vec())
     }
+    fn alloc_ids(&self, len: usize) -> Result<Vec<u32>> {
+        Ok(vec![0; len])
+    }
     fn download_ids(&self, ids: &Vec<u32>, out: &mut [u32]) -> Result<()> {
         need("download_ids", "ids", out.len(), ids.len())?;
         out.copy_from_slice(&ids[..out.len()]);
