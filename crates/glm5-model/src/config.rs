@@ -264,7 +264,7 @@ impl Config {
                     })? as usize,
             },
         };
-        Ok(Config {
+        let cfg = Config {
             arch,
             n_vocab,
             d_model,
@@ -296,7 +296,50 @@ impl Config {
             yarn,
             attn_scale: mscale * mscale / (qk as f32).sqrt(),
             indexer,
-        })
+        };
+        cfg.validate(arch.gguf_name())?;
+        Ok(cfg)
+    }
+
+    /// Rejects sizes that would make an op meaningless (zero-width rows, odd rope dims) so a
+    /// malformed header fails here, by key, rather than deep inside a kernel.
+    fn validate(&self, a: &str) -> Result<()> {
+        let mut nonzero = vec![
+            ("embedding_length", self.d_model),
+            ("attention.head_count", self.n_heads),
+            ("attention.kv_lora_rank", self.kv_lora),
+            ("attention.value_length_mla", self.v_dim),
+            ("rope.dimension_count", self.rope_dim),
+            ("vocab_size", self.n_vocab),
+        ];
+        if self.n_expert > 0 {
+            nonzero.push(("expert_used_count", self.n_expert_used));
+            nonzero.push(("expert_feed_forward_length", self.d_ff_exp));
+        }
+        if self.n_expert == 0 || self.n_dense_lead > 0 {
+            nonzero.push(("feed_forward_length", self.d_ff));
+        }
+        if let Some(ix) = &self.indexer {
+            nonzero.push(("attention.indexer.head_count", ix.n_heads));
+            if self.q_lora == 0 {
+                return Err(cfg_err(
+                    &format!("{a}.attention.q_lora_rank"),
+                    "the DSA indexer needs the q LoRA",
+                ));
+            }
+        }
+        for (key, v) in nonzero {
+            if v == 0 {
+                return Err(cfg_err(&format!("{a}.{key}"), "must be non-zero"));
+            }
+        }
+        if !self.rope_dim.is_multiple_of(2) {
+            return Err(cfg_err(
+                &format!("{a}.rope.dimension_count"),
+                format!("{} is odd; RoPE rotates pairs", self.rope_dim),
+            ));
+        }
+        Ok(())
     }
 
     /// Whether layer `l` has a MoE block (otherwise the dense MLP).
