@@ -2,8 +2,8 @@
 //! `vpdpwssd` fusing the multiply-add chains of the AVX2 kernels.
 //!
 //! Same integer sums as the scalar kernels (exact), same per-block float scaling as the AVX2
-//! kernels but in sixteen lanes. IQ2_XXS/IQ3_XXS apply their sign bits as a `k` mask instead of
-//! a +-1 byte table. Types without a kernel here use the AVX2 one.
+//! kernels but in sixteen lanes. IQ2_XXS/IQ3_XXS apply their sign bits as a `k` mask built with
+//! `pdep` instead of a +-1 byte table. Types without a kernel here use the AVX2 one.
 
 use std::arch::x86_64::*;
 
@@ -12,7 +12,7 @@ use glint_gguf::GgmlType;
 use super::avx2::{blocks, iq4xs_scale};
 use super::x86_util::*;
 use super::VecDotFn;
-use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
+use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 
 /// The AVX-512 kernel for `ty`, if there is one.
 pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
@@ -362,17 +362,21 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     _mm512_reduce_add_ps(acc)
 }
 
-/// The 32 sign bits of one IQ2_XXS/IQ3_XXS 32-group: four 7-bit fields of `aux`, each completed
-/// to an even-parity byte by ggml's `ksigns_iq2xs`; bit j set = negate weight j.
+/// Sign masks of two 32-groups from their sign words without table lookups: the eight 7-bit
+/// fields are deposited one per byte (`pdep`) and each byte's parity becomes its bit 7, which is
+/// what ggml's `ksigns_iq2xs` table encodes.
 #[inline(always)]
-fn signs32(aux: u32) -> u64 {
-    let k = |s: u32| KSIGNS_IQ2XS[(s & 127) as usize] as u64;
-    k(aux) | k(aux >> 7) << 8 | k(aux >> 14) << 16 | k(aux >> 21) << 24
+unsafe fn signs64(a: u32, b: u32) -> u64 {
+    let v = (a & 0x0fff_ffff) as u64 | ((b & 0x0fff_ffff) as u64) << 28;
+    let s = _pdep_u64(v, 0x7f7f_7f7f_7f7f_7f7f);
+    let mut x = s ^ (s >> 4);
+    x ^= x >> 2;
+    x ^= x >> 1;
+    s | ((x & 0x0101_0101_0101_0101) << 7)
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
 unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let g = |i: u32| IQ2XXS_GRID[i as usize] as i64;
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 66), y.add(i * 292));
@@ -387,6 +391,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
                 q.add(2).read_unaligned(),
                 q.add(3).read_unaligned(),
             );
+            let g = |i: u32| IQ2XXS_GRID[i as usize] as i64;
             let grid = _mm512_set_epi64(
                 g(b0 >> 24),
                 g((b0 >> 16) & 255),
@@ -398,8 +403,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
                 g(a0 & 255),
             );
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
-            let neg = signs32(a1) | signs32(b1) << 32;
-            let q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            let q8s = _mm512_mask_sub_epi8(q8, signs64(a1, b1), _mm512_setzero_si512(), q8);
             let p16 = _mm512_maddubs_epi16(grid, q8s);
             let ls = split16(2 * (a1 >> 28) as i16 + 1, 2 * (b1 >> 28) as i16 + 1);
             sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
@@ -410,7 +414,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     0.125 * _mm512_reduce_add_ps(acc)
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
 unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
@@ -441,8 +445,7 @@ unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let aux = xb.add(66 + 8 * p) as *const u32;
             let (a, b) = (aux.read_unaligned(), aux.add(1).read_unaligned());
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
-            let neg = signs32(a) | signs32(b) << 32;
-            let q8s = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+            let q8s = _mm512_mask_sub_epi8(q8, signs64(a, b), _mm512_setzero_si512(), q8);
             let p16 = _mm512_maddubs_epi16(grid, q8s);
             let ls = split16(2 * (a >> 28) as i16 + 1, 2 * (b >> 28) as i16 + 1);
             sumi = _mm512_dpwssd_epi32(sumi, p16, ls);

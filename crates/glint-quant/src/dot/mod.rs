@@ -43,7 +43,7 @@ pub enum Isa {
     Scalar,
     /// AVX2 + FMA (+F16C).
     Avx2,
-    /// AVX-512 F/BW/VL/DQ with VNNI (`vpdpbusd`, `vpdpwssd`).
+    /// AVX-512 F/BW/VL/DQ with VNNI (`vpdpbusd`, `vpdpwssd`), plus BMI2.
     Avx512,
 }
 
@@ -66,6 +66,7 @@ impl Isa {
                     && is_x86_feature_detected!("avx512vl")
                     && is_x86_feature_detected!("avx512dq")
                     && is_x86_feature_detected!("avx512vnni")
+                    && is_x86_feature_detected!("bmi2")
             }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
