@@ -2,8 +2,9 @@
 //!
 //! Each weight type is paired with the activation format llama.cpp's CPU backend pairs it with on
 //! x86 (`type_traits_cpu[..].vec_dot_type`): Q8_K for k-quants, i-quants and ternary types, Q8_0
-//! for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, and the weight's own float format for
-//! F32/F16/BF16. The activation is quantized once per matmul ([`quantize_activation`]) and every
+//! for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4/NVFP4/Q1_0, Q8_1 for Q4_1/Q5_1, and the weight's own float
+//! format for F32/F16/BF16 (llama.cpp rounds the activation to F16/BF16 too; so does glint, so
+//! those results match llama.cpp's rather than an f32 x f32 dot). The activation is quantized once per matmul ([`quantize_activation`]) and every
 //! row's dot product then runs on integers, which is both what makes these kernels fast and what
 //! lets the results be compared with llama.cpp's.
 //!
@@ -125,7 +126,7 @@ pub fn partner_type(ty: GgmlType) -> Option<GgmlType> {
         F32 => F32,
         F16 => F16,
         BF16 => BF16,
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S
         | IQ1_M | IQ4_XS | TQ1_0 | TQ2_0 => Q8_K,
@@ -147,6 +148,8 @@ pub fn scalar_kernel(ty: GgmlType) -> Option<VecDotFn> {
         Q8_0 => scalar_legacy::dot_q8_0,
         IQ4_NL => scalar_legacy::dot_iq4_nl,
         MXFP4 => scalar_legacy::dot_mxfp4,
+        NVFP4 => scalar_legacy::dot_nvfp4,
+        Q1_0 => scalar_legacy::dot_q1_0,
         Q2_K => scalar_k::dot_q2_k,
         Q3_K => scalar_k::dot_q3_k,
         Q4_K => scalar_k::dot_q4_k,
@@ -297,7 +300,7 @@ macro_rules! dispatched {
 dispatched! {
     f32_ => F32, f16_ => F16, bf16_ => BF16,
     q4_0 => Q4_0, q4_1 => Q4_1, q5_0 => Q5_0, q5_1 => Q5_1, q8_0 => Q8_0,
-    iq4_nl => IQ4_NL, mxfp4 => MXFP4,
+    iq4_nl => IQ4_NL, mxfp4 => MXFP4, nvfp4 => NVFP4, q1_0 => Q1_0,
     q2_k => Q2_K, q3_k => Q3_K, q4_k => Q4_K, q5_k => Q5_K, q6_k => Q6_K,
     tq1_0 => TQ1_0, tq2_0 => TQ2_0,
     iq2_xxs => IQ2_XXS, iq2_xs => IQ2_XS, iq2_s => IQ2_S, iq3_xxs => IQ3_XXS, iq3_s => IQ3_S,

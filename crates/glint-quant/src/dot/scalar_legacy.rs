@@ -1,4 +1,5 @@
-//! Reference dot products for the 32-element block types against Q8_0 / Q8_1 activations.
+//! Reference dot products for the 32-element block types (and Q1_0 / NVFP4, which span several
+//! Q8_0 blocks) against Q8_0 / Q8_1 activations.
 //!
 //! Each function is ggml's `ggml_vec_dot_<w>_<a>_generic`, same integer sums, same float
 //! expression per block and same left-to-right accumulation into one f32, so its results are
@@ -7,9 +8,11 @@
 use bytemuck::pod_read_unaligned;
 
 use crate::blocks::{
-    BlockIQ4NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+    BlockIQ4NL, BlockMXFP4, BlockNVFP4, BlockQ1_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
+    BlockQ8_0, BlockQ8_1,
 };
 use crate::grids::{KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::ue4m3_to_f32_half;
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
 /// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
@@ -132,4 +135,50 @@ pub(crate) fn e8m0_to_f32_half(e: u8) -> f32 {
         ((e as u32) - 1) << 23
     };
     f32::from_bits(bits)
+}
+
+/// Q1_0 (128 one-bit weights, `+d` / `-d`) against four Q8_0 blocks; ggml sums each Q8_0
+/// block's integer dot scaled by its `d` in f32, then scales the block total by the weight's `d`.
+pub fn dot_q1_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, ya) in w.chunks_exact(18).zip(a.chunks_exact(4 * 34)) {
+        let x = pod_read_unaligned::<BlockQ1_0>(xb);
+        let mut sumi = 0.0f32;
+        for k in 0..4 {
+            let y = pod_read_unaligned::<BlockQ8_0>(&ya[k * 34..(k + 1) * 34]);
+            let mut s = 0i32;
+            for j in 0..32 {
+                let bit = (x.qs[k * 4 + j / 8] >> (j % 8)) & 1;
+                s += if bit != 0 {
+                    y.qs[j] as i32
+                } else {
+                    -(y.qs[j] as i32)
+                };
+            }
+            sumi += y.d.to_f32() * s as f32;
+        }
+        sumf += x.d.to_f32() * sumi;
+    }
+    sumf
+}
+
+/// NVFP4 (64 FP4 weights in four 16-groups, each with a UE4M3 scale) against two Q8_0 blocks.
+pub fn dot_nvfp4(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (xb, ya) in w.chunks_exact(36).zip(a.chunks_exact(2 * 34)) {
+        let x = pod_read_unaligned::<BlockNVFP4>(xb);
+        for s in 0..4 {
+            let d = ue4m3_to_f32_half(x.d[s]);
+            let y = pod_read_unaligned::<BlockQ8_0>(&ya[(s / 2) * 34..(s / 2 + 1) * 34]);
+            let off = (s % 2) * 16;
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for j in 0..8 {
+                let q = x.qs[s * 8 + j];
+                lo += y.qs[off + j] as i32 * KVALUES_MXFP4[(q & 0x0f) as usize] as i32;
+                hi += y.qs[off + j + 8] as i32 * KVALUES_MXFP4[(q >> 4) as usize] as i32;
+            }
+            sumf += y.d.to_f32() * d * (lo + hi) as f32;
+        }
+    }
+    sumf
 }

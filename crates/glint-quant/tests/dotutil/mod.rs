@@ -40,6 +40,8 @@ pub const DOT_TYPES: &[GgmlType] = &[
     GgmlType::Q8_0,
     GgmlType::IQ4_NL,
     GgmlType::MXFP4,
+    GgmlType::NVFP4,
+    GgmlType::Q1_0,
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q4_K,
@@ -61,7 +63,7 @@ pub const DOT_TYPES: &[GgmlType] = &[
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     use GgmlType::*;
     match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | Q1_0 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S
         | IQ4_XS => &[0],
         Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
         Q2_K => &[80, 82],
@@ -115,6 +117,12 @@ pub fn random_weights(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
         match ty {
             // E8M0 exponent kept near 1.0 so products stay finite.
             GgmlType::MXFP4 => b[0] = 110 + (rng.next_u64() % 30) as u8,
+            // UE4M3 sub-block scales between about 2^-4 and 2^2.
+            GgmlType::NVFP4 => {
+                for s in &mut b[0..4] {
+                    *s = 0x18 + (rng.next_u64() % 0x30) as u8;
+                }
+            }
             // The f16 super-scale lives in the top nibbles of the four u16 scale words.
             GgmlType::IQ1_M => {
                 let v = scale_bits(rng);
