@@ -20,6 +20,9 @@ const SIMD_TYPES: &[GgmlType] = &[
     GgmlType::IQ4_XS,
     GgmlType::IQ2_XXS,
     GgmlType::IQ3_XXS,
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
 ];
 
 fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseError> {
@@ -96,6 +99,32 @@ fn simd_coverage() {
         }
         for &ty in SIMD_TYPES {
             assert!(dot::has_simd_kernel(ty, isa), "{ty} {isa:?}");
+        }
+    }
+}
+
+/// Float rows whose length is not a multiple of the 32-element SIMD step use the scalar tail.
+#[test]
+fn float_tails() {
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        for n in [1usize, 7, 31, 33, 100, 257] {
+            let mut rng = Rng::new(n as u64);
+            let w = random_weights(ty, n, &mut rng);
+            let x = random_activations(n, &mut rng);
+            let mut act = vec![0u8; dot::activation_bytes(ty, n).unwrap()];
+            dot::quantize_activation(ty, &x, &mut act).unwrap();
+            let s = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+            let mag = abs_dot(
+                &dequantize_to_vec(ty, &w).unwrap(),
+                &dequantize_to_vec(ty, &act).unwrap(),
+            );
+            for isa in Isa::all_available() {
+                let g = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
+                assert!(
+                    ((g - s) as f64).abs() <= (n + 16) as f64 * 1.2e-7 * mag,
+                    "{ty} {isa:?} n {n}: {g} vs {s}"
+                );
+            }
         }
     }
 }

@@ -29,6 +29,9 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         IQ4_XS => iq4_xs,
         IQ2_XXS => iq2_xxs,
         IQ3_XXS => iq3_xxs,
+        F32 => f32_,
+        F16 => f16_,
+        BF16 => bf16_,
         _ => return None,
     })
 }
@@ -317,4 +320,69 @@ unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     0.25 * hsum_ps(acc)
+}
+
+/// Float rows (F32 / F16 / BF16 weights against activations of the same format). ggml's x86
+/// kernels also accumulate these in f32 vector lanes; the scalar reference mirrors its generic
+/// code (f64 sum), so the two differ by f32 rounding of the partial sums.
+fn f32_(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    assert!(w.len() >= 4 * n && a.len() >= 4 * n, "dot row lengths");
+    // SAFETY: lengths checked; AVX2/FMA presence checked by `kernel_for`.
+    unsafe { float_impl::<4>(n, w.as_ptr(), a.as_ptr()) }
+}
+
+fn f16_(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    assert!(w.len() >= 2 * n && a.len() >= 2 * n, "dot row lengths");
+    // SAFETY: as above (F16C too).
+    unsafe { float_impl::<2>(n, w.as_ptr(), a.as_ptr()) }
+}
+
+fn bf16_(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    assert!(w.len() >= 2 * n && a.len() >= 2 * n, "dot row lengths");
+    // SAFETY: as above.
+    unsafe { float_impl::<3>(n, w.as_ptr(), a.as_ptr()) }
+}
+
+/// Eight elements at `p` as f32: `KIND` 4 = f32, 2 = f16, 3 = bf16.
+#[inline(always)]
+unsafe fn load8<const KIND: usize>(p: *const u8) -> __m256 {
+    match KIND {
+        4 => _mm256_loadu_ps(p as *const f32),
+        2 => _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+        _ => _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i)),
+            16,
+        )),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn float_impl<const KIND: usize>(n: usize, x: *const u8, y: *const u8) -> f32 {
+    let es = if KIND == 4 { 4 } else { 2 };
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        prefetch_ahead(x.add(i * es), 32 * es);
+        for (k, a) in acc.iter_mut().enumerate() {
+            let off = (i + 8 * k) * es;
+            *a = _mm256_fmadd_ps(load8::<KIND>(x.add(off)), load8::<KIND>(y.add(off)), *a);
+        }
+        i += 32;
+    }
+    let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut sum = hsum_ps(v);
+    let scalar = match KIND {
+        4 => super::scalar_float::dot_f32,
+        2 => super::scalar_float::dot_f16,
+        _ => super::scalar_float::dot_bf16,
+    };
+    if i < n {
+        let rest = n - i;
+        sum += scalar(
+            rest,
+            std::slice::from_raw_parts(x.add(i * es), rest * es),
+            std::slice::from_raw_parts(y.add(i * es), rest * es),
+        );
+    }
+    sum
 }
