@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2::{blocks, iq4xs_scale};
+use super::avx2::blocks;
 use super::x86_util::*;
 use super::VecDotFn;
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
@@ -334,16 +334,25 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     _mm512_reduce_add_ps(acc) - hsum_ps(acc_bias)
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
 unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
+    let bias = _mm512_set1_epi16(32);
+    let ctrl = k4_ctrl();
     let values = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
     let mut acc = _mm512_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 136), y.add(i * 292));
         prefetch_ahead(xb, 136);
+        // The eight 6-bit scales, one per byte: low nibbles from `scales_l`, high 2 bits from
+        // `scales_h`, both deposited in sub-block order with `pdep`.
+        let h = (xb.add(2) as *const u16).read_unaligned() as u64;
+        let l = (xb.add(4) as *const u32).read_unaligned() as u64;
+        let ls8 = _pdep_u64(l, 0x0f0f_0f0f_0f0f_0f0f) | _pdep_u64(h, 0x3030_3030_3030_3030);
+        let s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(ls8 as i64));
+        let s16 = _mm512_sub_epi16(_mm512_broadcast_i32x4(s16), bias);
         let mut sumi = _mm512_setzero_si512();
-        for p in 0..4 {
+        for (p, c) in ctrl.iter().enumerate() {
             let q = load256(xb.add(8 + 32 * p));
             // [lo(sub 2p) lo(sub 2p+1) hi(sub 2p) hi(sub 2p+1)] -> [lo hi | lo hi] per sub-block.
             let t = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
@@ -353,8 +362,7 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let neg = _mm512_movepi8_mask(v);
             let sy = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
             let p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), sy);
-            let ls = split16(iq4xs_scale(xb, 2 * p), iq4xs_scale(xb, 2 * p + 1));
-            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
+            sumi = _mm512_dpwssd_epi32(sumi, p16, _mm512_shuffle_epi8(s16, *c));
         }
         let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
