@@ -173,9 +173,11 @@ pub(crate) unsafe fn dot_tile(
 ) {
     let rb = w.row_bytes();
     let row = |r: usize| &w.data[w_base + r * rb..w_base + (r + 1) * rb];
-    for bt in (0..n_slots).step_by(BATCH_TILE) {
-        let bt_end = (bt + BATCH_TILE).min(n_slots);
-        for rt in (r0..r1).step_by(ROW_TILE) {
+    // Row tiles outermost: each weight row is read from memory once per call and then served
+    // from L1/L2 for every activation tile; the activations (a few KB per row) stay in L2.
+    for rt in (r0..r1).step_by(ROW_TILE) {
+        for bt in (0..n_slots).step_by(BATCH_TILE) {
+            let bt_end = (bt + BATCH_TILE).min(n_slots);
             for r in rt..(rt + ROW_TILE).min(r1) {
                 let wr = row(r);
                 for i in bt..bt_end {
