@@ -1,0 +1,204 @@
+//! glint against llama.cpp on the llama.cpp-compatible tiny GLM-5 (fixtures/glm5/llamacpp/), in
+//! F32 and in glint-quantized variants. llama.cpp (llama-cpp-python 0.3.36, ggml 0.25.3, F32 KV
+//! caches) is an engine independent of ours — own kernels, own activation quantization, own
+//! MLA/DSA graph — so for quantized files, where transformers has no output, it is the reference.
+//! Written by fixtures/make_glm5_lc_model.py (model) and fixtures/make_llamacpp_refs.py (logits);
+//! the quantized GGUFs were made by `glint quantize`, and llama.cpp loading them is itself a check
+//! that our quantized blocks mean what ggml thinks they mean.
+//!
+//! Tolerances (max |Δlogit| as a fraction of the reference's logit range, and how many positions
+//! must have the same argmax) come from what the engines achieve, measured when the fixture was
+//! made (see TOLERANCES below for the numbers and the reasoning).
+
+use std::path::{Path, PathBuf};
+
+use glint_gguf::Gguf;
+use glm5_model::{CpuBackend, Glm5};
+use serde_json::Value;
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
+}
+
+/// Minimal .npy reader for little-endian f32 C-order arrays (what numpy.save writes here).
+fn read_npy_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not an npy file", path.display());
+    let (hlen, hstart) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[hstart..hstart + hlen]).unwrap();
+    assert!(header.contains("'descr': '<f4'"), "{header}");
+    assert!(header.contains("'fortran_order': False"), "{header}");
+    let s = header.split("'shape': (").nth(1).unwrap();
+    let shape: Vec<usize> = s[..s.find(')').unwrap()]
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| x.trim().parse().unwrap())
+        .collect();
+    let data: Vec<f32> = b[hstart + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(data.len(), shape.iter().product::<usize>());
+    (shape, data)
+}
+
+fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Bounds per variant and case: (variant, case, first position where the engines are known to
+/// part, max |Δ| / range over all positions, minimum argmax agreement over all positions).
+///
+/// * `f32`: llama.cpp F32 vs transformers is <= 2.6e-5 absolute (manifest `f32_vs_hf`), glint vs
+///   llama.cpp measured <= 2.3e-5 (ratio 6e-7). Bound 1e-3 of the range, same argmax everywhere
+///   (the bound the transformers test uses).
+/// * quantized: both engines read the same blocks and both quantize activations to Q8_0 per
+///   32-block, so up to the first position where they part they agree to ~2e-6 absolute (ratio
+///   < 1e-7), i.e. bit-level except summation order: checked with [`PREFIX_RATIO`]. From one
+///   position on (Q8_0/medium: 11, Q4_0/medium: 90, Q4_0/chat: 26; never in `short`, nor in
+///   Q8_0/chat) glint and llama.cpp differ by ~0.1-0.3 at that position, and because that token's
+///   K/V differ, at every later position that attends to it (later positions that do not select it
+///   in the indexer stay exact). Truncating the model to its first (dense) layer still shows the
+///   split at the same position only, so it is born in layer 0 at that row, not in MoE routing
+///   (router margins there are >= 0.045) or the indexer (row 11 < index_topk sees all keys). Not
+///   explained yet: see fixtures/glm5/README.md ("llama.cpp references"). The whole-case bounds
+///   below are the measured values with margin, so that the test catches any regression without
+///   pretending the tail agrees; the `first_split` column fails the test if the split moves
+///   earlier (a fix that moves it later passes: update the table).
+const BOUNDS: &[(&str, &str, usize, f32, f64)] = &[
+    ("f32", "short", usize::MAX, 1e-3, 1.0),
+    ("f32", "chat", usize::MAX, 1e-3, 1.0),
+    ("f32", "medium", usize::MAX, 1e-3, 1.0),
+    ("q8_0", "short", usize::MAX, 1e-5, 1.0),
+    ("q8_0", "chat", usize::MAX, 1e-5, 1.0),
+    ("q8_0", "medium", 11, 0.3, 0.93),
+    ("q4_0", "short", usize::MAX, 1e-5, 1.0),
+    ("q4_0", "chat", 26, 0.05, 0.95),
+    ("q4_0", "medium", 90, 0.4, 0.93),
+];
+
+/// Max |Δ| / range allowed at positions before the known split (measured < 1e-7).
+const PREFIX_RATIO: f32 = 1e-5;
+
+struct Stat {
+    max_err: f32,
+    range: f32,
+    argmax_agree: f64,
+    worst_pos: usize,
+}
+
+fn compare(got: &[f32], want: &[f32], nv: usize) -> Stat {
+    let lo = want.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = want.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let rows = want.len() / nv;
+    let (mut max_err, mut worst_pos, mut agree) = (0f32, 0usize, 0usize);
+    for r in 0..rows {
+        let (g, w) = (&got[r * nv..(r + 1) * nv], &want[r * nv..(r + 1) * nv]);
+        let e = g
+            .iter()
+            .zip(w)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        if e > max_err {
+            max_err = e;
+            worst_pos = r;
+        }
+        agree += usize::from(argmax(g) == argmax(w));
+    }
+    Stat {
+        max_err,
+        range: hi - lo,
+        argmax_agree: agree as f64 / rows as f64,
+        worst_pos,
+    }
+}
+
+#[test]
+fn glint_matches_llamacpp_f32_and_quantized() {
+    let dir = fixture_dir();
+    let lc = dir.join("llamacpp");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(lc.join("manifest.json")).unwrap()).unwrap();
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let ids_of = |case: &str| -> Vec<u32> {
+        let c = reference["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == case)
+            .unwrap_or_else(|| panic!("case {case} not in reference.json"));
+        c["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let variants = manifest["variants"].as_object().unwrap();
+    let mut loaded: Option<(String, Gguf)> = None;
+    for &(variant, case, first_split, tol, min_agree) in BOUNDS {
+        let v = variants
+            .get(variant)
+            .unwrap_or_else(|| panic!("manifest has no variant {variant}"));
+        if loaded.as_ref().map(|(k, _)| k.as_str()) != Some(variant) {
+            let g = Gguf::open(lc.join(v["gguf"].as_str().unwrap())).unwrap();
+            loaded = Some((variant.to_string(), g));
+        }
+        let gguf = &loaded.as_ref().unwrap().1;
+        let mut model = Glm5::load(gguf, CpuBackend::new(), 256).unwrap();
+        let nv = model.config().n_vocab;
+        let f = manifest["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["variant"] == variant && f["case"] == case)
+            .unwrap_or_else(|| panic!("manifest has no {variant}/{case} logits"));
+        let ids = ids_of(case);
+        let (shape, want) = read_npy_f32(&lc.join(f["logits_file"].as_str().unwrap()));
+        assert_eq!(shape, vec![ids.len(), nv], "{variant}/{case}: logits shape");
+        let got = model.forward(&ids, 0).unwrap();
+        let s = compare(&got, &want, nv);
+        let split = first_split.min(ids.len());
+        let p = compare(&got[..split * nv], &want[..split * nv], nv);
+        eprintln!(
+            "{variant:>5}/{case:<6}: max |Δ| {:.3e} (range {:.2}, ratio {:.2e}, worst pos {}), argmax agree {:.3}; before pos {split}: max |Δ| {:.2e}",
+            s.max_err,
+            s.range,
+            s.max_err / s.range,
+            s.worst_pos,
+            s.argmax_agree,
+            p.max_err
+        );
+        assert!(
+            p.max_err <= PREFIX_RATIO * s.range,
+            "{variant}/{case}: positions before {split} differ by {} (worst position {}), > {PREFIX_RATIO} of the range {}",
+            p.max_err,
+            p.worst_pos,
+            s.range
+        );
+        assert!(
+            s.max_err <= tol * s.range,
+            "{variant}/{case}: max |Δlogit| {} > {tol} of the range {} (worst position {})",
+            s.max_err,
+            s.range,
+            s.worst_pos
+        );
+        assert!(
+            s.argmax_agree >= min_agree,
+            "{variant}/{case}: argmax agrees at only {:.3} of positions (need {min_agree})",
+            s.argmax_agree
+        );
+    }
+}
