@@ -4,31 +4,13 @@
 //! `index_topk` (2048) DSA selects every key, so transformers' GLM-5 logits for that prompt are
 //! also the exact reference for the dense deepseek2 model.
 
+mod common;
+
 use std::path::Path;
 
+use common::{case, f32s, fixture_dir, ids_of, logit_range, max_abs_diff, read_npy_f32, reference};
 use glint_gguf::{write_gguf, Gguf, TensorSpec, Value};
 use glm5_model::{Arch, CpuBackend, Glm5};
-use serde_json::Value as Json;
-
-fn dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn read_npy_f32(path: &Path) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
-    assert!(std::str::from_utf8(&b[10..10 + hl])
-        .unwrap()
-        .contains("<f4"));
-    f32s(&b[10 + hl..])
-}
 
 /// Rewrites the GLM-5 fixture as a deepseek2 file with fused `attn_kv_b` tensors.
 fn write_deepseek2(src: &Gguf, out: &Path) {
@@ -103,23 +85,12 @@ fn write_deepseek2(src: &Gguf, out: &Path) {
 
 #[test]
 fn deepseek2_with_fused_kv_b_matches_transformers_dense() {
-    let d = dir();
-    let reference: Json =
-        serde_json::from_str(&std::fs::read_to_string(d.join("reference.json")).unwrap()).unwrap();
-    let case = reference["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "medium_dense")
-        .expect("medium_dense case");
-    let ids: Vec<u32> = case["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect();
+    let d = fixture_dir();
+    let reference = reference();
+    let case = case(&reference, "medium_dense");
+    let ids = ids_of(&case["ids"]);
     assert!(ids.len() < 2048, "the case must be dense for DSA");
-    let want = read_npy_f32(&d.join(case["logits_file"].as_str().unwrap()));
+    let (_, want) = read_npy_f32(&d.join(case["logits_file"].as_str().unwrap()));
 
     let src = Gguf::open(d.join("glm5-tiny-topk2048-f32.gguf")).unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -131,16 +102,8 @@ fn deepseek2_with_fused_kv_b_matches_transformers_dense() {
     assert_eq!(m.config().arch, Arch::Deepseek2);
     assert!(m.config().indexer.is_none());
     let got = m.forward(&ids, 0).unwrap();
-    let lo = want.iter().copied().fold(f32::INFINITY, f32::min);
-    let hi = want.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let err = got
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max);
-    eprintln!(
-        "deepseek2 + fused kv_b: max |Δlogit| {err:.3e} (range {:.2})",
-        hi - lo
-    );
-    assert!(err <= 1e-3 * (hi - lo), "max abs error {err}");
+    let range = logit_range(&want);
+    let err = max_abs_diff(&got, &want);
+    eprintln!("deepseek2 + fused kv_b: max |Δlogit| {err:.3e} (range {range:.2})");
+    assert!(err <= 1e-3 * range, "max abs error {err}");
 }

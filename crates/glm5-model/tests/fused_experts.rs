@@ -2,30 +2,17 @@
 //! one `ffn_gate_up_exps` tensor (per expert: gate rows, then up rows). The fixture rewritten
 //! that way must still give transformers' logits.
 
-use std::path::Path;
+mod common;
 
+use common::{case, fixture_dir, ids_of, logit_range, max_abs_diff, read_npy_f32, reference};
 use glint_gguf::{write_gguf, Gguf, TensorSpec};
 use glm5_model::{CpuBackend, Glm5};
-use serde_json::Value;
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
 
 #[test]
 fn fused_gate_up_experts_match_transformers() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5");
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
-            .unwrap();
-    let case = reference["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "medium")
-        .unwrap();
+    let dir = fixture_dir();
+    let reference = reference();
+    let case = case(&reference, "medium");
     let src = Gguf::open(dir.join("glm5-tiny-f32.gguf")).unwrap();
     let mut owned: Vec<(TensorSpec, Vec<u8>)> = Vec::new();
     let mut n_fused = 0;
@@ -74,23 +61,10 @@ fn fused_gate_up_experts_match_transformers() {
     let g = Gguf::open(&path).unwrap();
     assert!(g.tensor("blk.1.ffn_gate_exps.weight").is_none());
     let mut m = Glm5::load(&g, CpuBackend::new(), 256).unwrap();
-    let ids: Vec<u32> = case["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect();
-    let got = m.forward(&ids, 0).unwrap();
-    let b = std::fs::read(dir.join(case["logits_file"].as_str().unwrap())).unwrap();
-    let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let want = f32s(&b[10 + hl..]);
-    let range = want.iter().copied().fold(f32::NEG_INFINITY, f32::max)
-        - want.iter().copied().fold(f32::INFINITY, f32::min);
-    let err = got
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max);
+    let got = m.forward(&ids_of(&case["ids"]), 0).unwrap();
+    let (_, want) = read_npy_f32(&dir.join(case["logits_file"].as_str().unwrap()));
+    let range = logit_range(&want);
+    let err = max_abs_diff(&got, &want);
     eprintln!("fused gate_up experts: max |Δlogit| {err:.3e} (range {range:.2})");
     assert!(err <= 1e-3 * range, "max abs error {err}");
 }

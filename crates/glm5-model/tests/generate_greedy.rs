@@ -2,46 +2,24 @@
 //! continuation (`greedy_new_tokens` in fixtures/glm5/reference.json: 32 argmax steps, full
 //! recompute per step, end-of-generation tokens do not stop it).
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{case_gguf, ids_of, reference};
 use glint_gguf::Gguf;
 use glm5_model::generate::{generate, GenerateParams, StopReason};
 use glm5_model::sampler::SamplerConfig;
 use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{CpuBackend, Glm5};
-use serde_json::Value;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/glm5")
-        .join(name)
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
 
 #[test]
 fn greedy_generation_matches_transformers() {
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("reference.json")).unwrap()).unwrap();
+    let reference = reference();
     for name in ["short", "chat"] {
-        let case = reference["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap();
-        let model_key = case["model"].as_str().unwrap();
-        let path = fixture(reference["models"][model_key]["gguf"].as_str().unwrap());
-        let gguf = Gguf::open(&path).unwrap();
+        let case = common::case(&reference, name);
+        let gguf = Gguf::open(case_gguf(&reference, case)).unwrap();
         let tok = Tokenizer::from_metadata(gguf.metadata()).unwrap();
-        let prompt = ids(&case["ids"]);
-        let want = ids(&case["greedy_new_tokens"]);
+        let prompt = ids_of(&case["ids"]);
+        let want = ids_of(&case["greedy_new_tokens"]);
         // Our tokenizer must agree with HF on the prompt too.
         assert_eq!(tok.encode(case["text"].as_str().unwrap()).unwrap(), prompt);
 

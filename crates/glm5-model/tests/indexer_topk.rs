@@ -1,60 +1,17 @@
 //! The DSA indexer's key selection per layer and query row against the top-k indices
 //! transformers chose (fixtures/glm5/{medium,chat}.index_topk.npy, long.index_topk_last.npy).
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::collections::BTreeSet;
+
+use common::{case, case_gguf, fixture_dir, ids_of, read_npy, reference};
 use glint_gguf::Gguf;
 use glm5_model::{CpuBackend, Glm5};
 use serde_json::Value;
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
-}
-
-/// Reads a little-endian C-order .npy of `<i4` or `<f4`; returns (shape, raw 4-byte words).
-fn read_npy(path: &Path, descr: &str) -> (Vec<usize>, Vec<[u8; 4]>) {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let header = std::str::from_utf8(&b[10..10 + hl]).unwrap();
-    assert!(header.contains(&format!("'descr': '{descr}'")), "{header}");
-    let s = header.split("'shape': (").nth(1).unwrap();
-    let shape: Vec<usize> = s[..s.find(')').unwrap()]
-        .split(',')
-        .filter(|x| !x.trim().is_empty())
-        .map(|x| x.trim().parse().unwrap())
-        .collect();
-    let words: Vec<[u8; 4]> = b[10 + hl..]
-        .chunks_exact(4)
-        .map(|c| [c[0], c[1], c[2], c[3]])
-        .collect();
-    assert_eq!(words.len(), shape.iter().product::<usize>());
-    (shape, words)
-}
-
-fn case<'r>(reference: &'r Value, name: &str) -> &'r Value {
-    reference["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap()
-}
-
-fn ids_of(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn run(reference: &Value, c: &Value) -> (Vec<Option<Vec<u32>>>, usize) {
-    let file = reference["models"][c["model"].as_str().unwrap()]["gguf"]
-        .as_str()
-        .unwrap();
-    let g = Gguf::open(dir().join(file)).unwrap();
+    let g = Gguf::open(case_gguf(reference, c)).unwrap();
     let mut m = Glm5::load(&g, CpuBackend::new(), 4096).unwrap();
     let k = m.config().indexer.as_ref().unwrap().top_k;
     m.record_selections(true);
@@ -64,13 +21,14 @@ fn run(reference: &Value, c: &Value) -> (Vec<Option<Vec<u32>>>, usize) {
 
 #[test]
 fn selections_match_transformers_per_row() {
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("reference.json")).unwrap())
-            .unwrap();
+    let reference = reference();
     for name in ["medium", "chat"] {
         let c = case(&reference, name);
         let (sel, k) = run(&reference, c);
-        let (shape, words) = read_npy(&dir().join(c["index_topk_file"].as_str().unwrap()), "<i4");
+        let (shape, words) = read_npy(
+            &fixture_dir().join(c["index_topk_file"].as_str().unwrap()),
+            "<i4",
+        );
         let (layers, s_len, kk) = (shape[0], shape[1], shape[2]);
         assert_eq!((layers, kk), (sel.len(), k));
         let mut compared = 0;
@@ -99,14 +57,12 @@ fn selections_match_transformers_per_row() {
 
 #[test]
 fn long_prompt_last_row_selection_overlaps_transformers() {
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("reference.json")).unwrap())
-            .unwrap();
+    let reference = reference();
     let c = case(&reference, "long");
     let (sel, k) = run(&reference, c);
     let n = c["n_tokens"].as_u64().unwrap() as usize;
     let (shape, words) = read_npy(
-        &dir().join(c["index_topk_last_file"].as_str().unwrap()),
+        &fixture_dir().join(c["index_topk_last_file"].as_str().unwrap()),
         "<i4",
     );
     assert_eq!(shape, vec![sel.len(), k]);

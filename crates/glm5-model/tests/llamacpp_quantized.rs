@@ -10,51 +10,11 @@
 //! must have the same argmax) come from what the engines achieve, measured when the fixture was
 //! made (see TOLERANCES below for the numbers and the reasoning).
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{argmax, fixture_dir, ids_of, logit_range, max_abs_diff, read_json, read_npy_f32};
 use glint_gguf::Gguf;
 use glm5_model::{CpuBackend, Glm5};
-use serde_json::Value;
-
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
-}
-
-/// Minimal .npy reader for little-endian f32 C-order arrays (what numpy.save writes here).
-fn read_npy_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not an npy file", path.display());
-    let (hlen, hstart) = if b[6] == 1 {
-        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&b[hstart..hstart + hlen]).unwrap();
-    assert!(header.contains("'descr': '<f4'"), "{header}");
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let s = header.split("'shape': (").nth(1).unwrap();
-    let shape: Vec<usize> = s[..s.find(')').unwrap()]
-        .split(',')
-        .filter(|x| !x.trim().is_empty())
-        .map(|x| x.trim().parse().unwrap())
-        .collect();
-    let data: Vec<f32> = b[hstart + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    assert_eq!(data.len(), shape.iter().product::<usize>());
-    (shape, data)
-}
-
-fn argmax(v: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best
-}
 
 /// Bounds per variant and case: (variant, case, first position where the engines are known to
 /// part, max |Δ| / range over all positions, minimum argmax agreement over all positions).
@@ -101,17 +61,11 @@ struct Stat {
 }
 
 fn compare(got: &[f32], want: &[f32], nv: usize) -> Stat {
-    let lo = want.iter().copied().fold(f32::INFINITY, f32::min);
-    let hi = want.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let rows = want.len() / nv;
     let (mut max_err, mut worst_pos, mut agree) = (0f32, 0usize, 0usize);
     for r in 0..rows {
         let (g, w) = (&got[r * nv..(r + 1) * nv], &want[r * nv..(r + 1) * nv]);
-        let e = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let e = max_abs_diff(g, w);
         if e > max_err {
             max_err = e;
             worst_pos = r;
@@ -120,7 +74,7 @@ fn compare(got: &[f32], want: &[f32], nv: usize) -> Stat {
     }
     Stat {
         max_err,
-        range: hi - lo,
+        range: logit_range(want),
         argmax_agree: agree as f64 / rows as f64,
         worst_pos,
     }
@@ -130,25 +84,8 @@ fn compare(got: &[f32], want: &[f32], nv: usize) -> Stat {
 fn glint_matches_llamacpp_f32_and_quantized() {
     let dir = fixture_dir();
     let lc = dir.join("llamacpp");
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(lc.join("manifest.json")).unwrap()).unwrap();
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
-            .unwrap();
-    let ids_of = |case: &str| -> Vec<u32> {
-        let c = reference["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == case)
-            .unwrap_or_else(|| panic!("case {case} not in reference.json"));
-        c["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
+    let manifest = read_json(&lc.join("manifest.json"));
+    let reference = common::reference();
     let variants = manifest["variants"].as_object().unwrap();
     let mut loaded: Option<(String, Gguf)> = None;
     for &(variant, case, first_split, tol, min_agree) in BOUNDS {
@@ -168,7 +105,7 @@ fn glint_matches_llamacpp_f32_and_quantized() {
             .iter()
             .find(|f| f["variant"] == variant && f["case"] == case)
             .unwrap_or_else(|| panic!("manifest has no {variant}/{case} logits"));
-        let ids = ids_of(case);
+        let ids = ids_of(&common::case(&reference, case)["ids"]);
         let (shape, want) = read_npy_f32(&lc.join(f["logits_file"].as_str().unwrap()));
         assert_eq!(shape, vec![ids.len(), nv], "{variant}/{case}: logits shape");
         let got = model.forward(&ids, 0).unwrap();

@@ -2,17 +2,18 @@
 //! `tokenizers` 0.23.3 and prompts from `transformers.apply_chat_template` 5.24.0, recorded by
 //! fixtures/make_glm5_fixtures.py in tokenizer_cases.json / chat_cases.json.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::PathBuf;
+
+use common::{fixture_dir, ids_of};
 use glint_gguf::Gguf;
 use glm5_model::chat::ChatTemplate;
 use glm5_model::tokenizer::Tokenizer;
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/glm5")
-        .join(name)
+    fixture_dir().join(name)
 }
 
 fn load_tokenizer() -> Tokenizer {
@@ -34,14 +35,6 @@ fn cases(name: &str) -> Vec<Value> {
     };
     assert!(!list.is_empty(), "{name} has no cases");
     list
-}
-
-fn ids_of(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .expect("ids array")
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]
