@@ -33,6 +33,22 @@ use crate::error::QuantError;
 
 pub use act::{activation_bytes, quantize_activation};
 
+/// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
+/// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
+fn pairs<'a, W: bytemuck::Pod, A: bytemuck::Pod>(
+    w: &'a [u8],
+    a: &'a [u8],
+) -> impl Iterator<Item = (W, A)> + 'a {
+    w.chunks_exact(std::mem::size_of::<W>())
+        .zip(a.chunks_exact(std::mem::size_of::<A>()))
+        .map(|(wb, ab)| {
+            (
+                bytemuck::pod_read_unaligned::<W>(wb),
+                bytemuck::pod_read_unaligned::<A>(ab),
+            )
+        })
+}
+
 /// A dot-product kernel: `n` elements of weights (`w`, whole blocks of the weight type) against
 /// `n` elements of activation (`a`, whole blocks of the partner type). Callers check lengths.
 pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;

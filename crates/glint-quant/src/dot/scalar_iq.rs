@@ -8,7 +8,7 @@
 // makes these the reference.
 #![allow(clippy::needless_range_loop)]
 
-use bytemuck::pod_read_unaligned;
+use super::pairs;
 
 use crate::blocks::{
     BlockIQ1M, BlockIQ1S, BlockIQ2S, BlockIQ2XS, BlockIQ2XXS, BlockIQ3S, BlockIQ3XXS, BlockIQ4XS,
@@ -21,20 +21,6 @@ use crate::grids::{
 
 /// ggml's `IQ1S_DELTA` / `IQ1M_DELTA`: the shift applied to all weights of a 32-group.
 const IQ1_DELTA: f32 = 0.125;
-
-fn pairs<'a, W: bytemuck::Pod>(
-    w: &'a [u8],
-    a: &'a [u8],
-) -> impl Iterator<Item = (W, BlockQ8K)> + 'a {
-    w.chunks_exact(std::mem::size_of::<W>())
-        .zip(a.chunks_exact(std::mem::size_of::<BlockQ8K>()))
-        .map(|(wb, ab)| {
-            (
-                pod_read_unaligned::<W>(wb),
-                pod_read_unaligned::<BlockQ8K>(ab),
-            )
-        })
-}
 
 /// Sum over 8 weights of `grid[j] * q8[j]`, negated where sign bit j is set.
 #[inline]
@@ -56,7 +42,7 @@ fn grid_pair(g1: u32, g2: u32) -> u64 {
 
 pub fn dot_iq2_xxs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ2XXS>(w, a) {
+    for (x, y) in pairs::<BlockIQ2XXS, BlockQ8K>(w, a) {
         let d = x.d.to_f32() * y.d;
         let mut bsum = 0i32;
         for ib32 in 0..8 {
@@ -79,7 +65,7 @@ pub fn dot_iq2_xxs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq2_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ2XS>(w, a) {
+    for (x, y) in pairs::<BlockIQ2XS, BlockQ8K>(w, a) {
         let d = x.d.to_f32() * y.d;
         let mut bsum = 0i32;
         for ib32 in 0..8 {
@@ -103,7 +89,7 @@ pub fn dot_iq2_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq2_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ2S>(w, a) {
+    for (x, y) in pairs::<BlockIQ2S, BlockQ8K>(w, a) {
         let d = x.d.to_f32() * y.d;
         let mut bsum = 0i32;
         for ib32 in 0..8 {
@@ -125,7 +111,7 @@ pub fn dot_iq2_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq3_xxs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ3XXS>(w, a) {
+    for (x, y) in pairs::<BlockIQ3XXS, BlockQ8K>(w, a) {
         let d = x.d.to_f32() * y.d;
         let mut bsum = 0i32;
         for ib32 in 0..8 {
@@ -151,7 +137,7 @@ pub fn dot_iq3_xxs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq3_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ3S>(w, a) {
+    for (x, y) in pairs::<BlockIQ3S, BlockQ8K>(w, a) {
         let d = x.d.to_f32() * y.d;
         let mut bsum = 0i32;
         for ib32 in 0..8 {
@@ -178,7 +164,7 @@ pub fn dot_iq3_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq1_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ1S>(w, a) {
+    for (x, y) in pairs::<BlockIQ1S, BlockQ8K>(w, a) {
         let (mut sumi, mut sumi1) = (0i32, 0i32);
         for ib in 0..8 {
             let qh = x.qh[ib] as usize;
@@ -202,7 +188,7 @@ pub fn dot_iq1_s(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq1_m(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ1M>(w, a) {
+    for (x, y) in pairs::<BlockIQ1M, BlockQ8K>(w, a) {
         let sc: [u16; 4] =
             std::array::from_fn(|i| u16::from_le_bytes([x.scales[2 * i], x.scales[2 * i + 1]]));
         let scale_bits =
@@ -244,7 +230,7 @@ pub fn dot_iq1_m(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_iq4_xs(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockIQ4XS>(w, a) {
+    for (x, y) in pairs::<BlockIQ4XS, BlockQ8K>(w, a) {
         let d4d8 = x.d.to_f32() * y.d;
         let h = x.scales_h as u32;
         for ib in 0..8 {

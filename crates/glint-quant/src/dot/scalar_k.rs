@@ -8,25 +8,11 @@
 // makes these the reference.
 #![allow(clippy::needless_range_loop)]
 
-use bytemuck::pod_read_unaligned;
+use super::pairs;
 
 use crate::blocks::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, BlockTQ1_0, BlockTQ2_0,
 };
-
-fn pairs<'a, W: bytemuck::Pod>(
-    w: &'a [u8],
-    a: &'a [u8],
-) -> impl Iterator<Item = (W, BlockQ8K)> + 'a {
-    w.chunks_exact(std::mem::size_of::<W>())
-        .zip(a.chunks_exact(std::mem::size_of::<BlockQ8K>()))
-        .map(|(wb, ab)| {
-            (
-                pod_read_unaligned::<W>(wb),
-                pod_read_unaligned::<BlockQ8K>(ab),
-            )
-        })
-}
 
 /// The 6-bit (scale, min) pair `j` of a Q4_K/Q5_K block (ggml's `get_scale_min_k4`).
 #[inline]
@@ -51,7 +37,7 @@ fn lanes_add(aux32: &mut [i32; 8], scale: i32, a: &[i8], q8: &[i8]) {
 
 pub fn dot_q2_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockQ2K>(w, a) {
+    for (x, y) in pairs::<BlockQ2K, BlockQ8K>(w, a) {
         let mut summs = 0i32;
         for j in 0..16 {
             summs += y.bsums[j] as i32 * (x.scales[j] >> 4) as i32;
@@ -84,7 +70,7 @@ pub fn dot_q2_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 pub fn dot_q3_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut a8 = [0i8; 256];
-    for (x, y) in pairs::<BlockQ3K>(w, a) {
+    for (x, y) in pairs::<BlockQ3K, BlockQ8K>(w, a) {
         for j in 0..256 {
             let (half, rest) = (j / 128, j % 128);
             let (shift, l) = (rest / 32 * 2, rest % 32);
@@ -164,7 +150,7 @@ pub fn dot_q4_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     let mut a8 = [0i8; 256];
-    for (x, y) in pairs::<BlockQ4K>(w, a) {
+    for (x, y) in pairs::<BlockQ4K, BlockQ8K>(w, a) {
         for j in 0..4 {
             for l in 0..32 {
                 a8[j * 64 + l] = (x.qs[j * 32 + l] & 0x0f) as i8;
@@ -191,7 +177,7 @@ pub fn dot_q5_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut sumf = 0.0f32;
     let mut a8 = [0i8; 256];
-    for (x, y) in pairs::<BlockQ5K>(w, a) {
+    for (x, y) in pairs::<BlockQ5K, BlockQ8K>(w, a) {
         for j in 0..4 {
             let (m0, m1) = (1u8 << (2 * j), 1u8 << (2 * j + 1));
             for l in 0..32 {
@@ -220,7 +206,7 @@ pub fn dot_q5_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 pub fn dot_q6_k(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0.0f32; 8];
     let mut a8 = [0i8; 256];
-    for (x, y) in pairs::<BlockQ6K>(w, a) {
+    for (x, y) in pairs::<BlockQ6K, BlockQ8K>(w, a) {
         for h in 0..2 {
             let (ql, qh) = (&x.ql[h * 64..h * 64 + 64], &x.qh[h * 32..h * 32 + 32]);
             let a = &mut a8[h * 128..h * 128 + 128];
@@ -262,7 +248,7 @@ fn trit(q: u8, pow3: u8) -> i32 {
 pub fn dot_tq1_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     const POW3: [u8; 6] = [1, 3, 9, 27, 81, 243];
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockTQ1_0>(w, a) {
+    for (x, y) in pairs::<BlockTQ1_0, BlockQ8K>(w, a) {
         let mut sum = 0i32;
         for l in 0..5 {
             for m in 0..32 {
@@ -286,7 +272,7 @@ pub fn dot_tq1_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 pub fn dot_tq2_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
-    for (x, y) in pairs::<BlockTQ2_0>(w, a) {
+    for (x, y) in pairs::<BlockTQ2_0, BlockQ8K>(w, a) {
         let mut sumi = 0i32;
         for j in (0..64).step_by(32) {
             for l in 0..4 {

@@ -7,23 +7,14 @@
 
 use bytemuck::pod_read_unaligned;
 
+use super::pairs;
+
 use crate::blocks::{
     BlockIQ4NL, BlockMXFP4, BlockNVFP4, BlockQ1_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
     BlockQ8_0, BlockQ8_1,
 };
 use crate::grids::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use crate::ue4m3_to_f32_half;
-
-/// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
-/// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
-fn pairs<'a, W: bytemuck::Pod, A: bytemuck::Pod>(
-    w: &'a [u8],
-    a: &'a [u8],
-) -> impl Iterator<Item = (W, A)> + 'a {
-    w.chunks_exact(std::mem::size_of::<W>())
-        .zip(a.chunks_exact(std::mem::size_of::<A>()))
-        .map(|(wb, ab)| (pod_read_unaligned::<W>(wb), pod_read_unaligned::<A>(ab)))
-}
 
 pub fn dot_q4_0(_n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0.0f32;
