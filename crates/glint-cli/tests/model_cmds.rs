@@ -143,3 +143,27 @@ fn generate_reports_bad_model_path() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nonexistent.gguf"));
 }
+
+/// The KV cache is allocated up front, so a --ctx past the file's context_length (4096 in the
+/// fixture, written by fixtures/glm5_gguf.py) must be refused by name, not attempted.
+#[test]
+fn generate_refuses_ctx_past_the_model_context() {
+    let c = case("short");
+    let o = glint(&[
+        "generate",
+        "-m",
+        &model_path(&c),
+        "-p",
+        "x",
+        "-n",
+        "1",
+        "--ctx",
+        "100000000000",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--ctx 100000000000 exceeds the model's context length 4096"),
+        "{err}"
+    );
+}

@@ -58,6 +58,14 @@ pub struct Args {
 pub enum GenerateCliError {
     #[error("--chat needs tokenizer.chat_template in the GGUF, and {0} has none")]
     NoTemplate(PathBuf),
+    #[error("--ctx {ctx} exceeds the model's context length {max} ({path})")]
+    CtxTooLong {
+        ctx: usize,
+        max: usize,
+        path: PathBuf,
+    },
+    #[error("{0} has no context_length key; pass --ctx")]
+    NoContextLength(PathBuf),
 }
 
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -99,10 +107,22 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         },
         stop_at_eog: !args.ignore_eos,
     };
+    // The KV cache is allocated for the whole context up front, so an oversized --ctx would be
+    // a huge allocation rather than a clear error; 0 means the file does not say.
     let max_ctx = Config::from_gguf(&gguf)?.context_length;
-    let ctx = args
-        .ctx
-        .unwrap_or_else(|| (prompt.len() + args.n_predict).min(max_ctx));
+    let ctx = match (args.ctx, max_ctx) {
+        (Some(ctx), max) if max > 0 && ctx > max => {
+            return Err(GenerateCliError::CtxTooLong {
+                ctx,
+                max,
+                path: args.model.clone(),
+            }
+            .into())
+        }
+        (Some(ctx), _) => ctx,
+        (None, 0) => return Err(GenerateCliError::NoContextLength(args.model.clone()).into()),
+        (None, max) => prompt.len().saturating_add(args.n_predict).min(max),
+    };
     if prompt.len() > ctx {
         // Fail before anything is printed.
         return Err(GenerateError::PromptTooLong {
