@@ -70,6 +70,11 @@ pub struct Config {
     pub indexer: Option<IndexerConfig>,
 }
 
+/// Upper bound on the size keys that become tensor dimensions. Shapes multiply two or three of
+/// them (`head_count × (key_length + value_length)`, ...); bounding each keeps those products
+/// from overflow on a forged header while staying far above any real model's sizes.
+const MAX_SIZE: usize = 1 << 24;
+
 fn cfg_err(key: &str, msg: impl Into<String>) -> ModelError {
     ModelError::Config {
         key: key.to_string(),
@@ -331,6 +336,32 @@ impl Config {
         for (key, v) in nonzero {
             if v == 0 {
                 return Err(cfg_err(&format!("{a}.{key}"), "must be non-zero"));
+            }
+        }
+        let mut sizes = vec![
+            ("block_count", self.n_block),
+            ("embedding_length", self.d_model),
+            ("attention.head_count", self.n_heads),
+            ("attention.q_lora_rank", self.q_lora),
+            ("attention.kv_lora_rank", self.kv_lora),
+            ("attention.key_length_mla", self.nope + self.rope_dim),
+            ("attention.value_length_mla", self.v_dim),
+            ("feed_forward_length", self.d_ff),
+            ("expert_feed_forward_length", self.d_ff_exp),
+            ("expert_count", self.n_expert),
+            ("expert_shared_count", self.n_expert_shared),
+        ];
+        if let Some(ix) = &self.indexer {
+            sizes.push(("attention.indexer.head_count", ix.n_heads));
+            sizes.push(("attention.indexer.key_length", ix.head_dim));
+            sizes.push(("attention.indexer.top_k", ix.top_k));
+        }
+        for (key, v) in sizes {
+            if v > MAX_SIZE {
+                return Err(cfg_err(
+                    &format!("{a}.{key}"),
+                    format!("{v} exceeds {MAX_SIZE}, more than any real model uses"),
+                ));
             }
         }
         if !self.rope_dim.is_multiple_of(2) {

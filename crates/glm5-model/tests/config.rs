@@ -141,6 +141,16 @@ fn bad_headers_are_named() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("nextn_predict_layers"), "{e}");
+
+    // A forged size that would overflow shape products (head_count × key_length) is refused by
+    // key instead of overflowing while the weights are bound.
+    let e = parse(&header(&[(
+        "deepseek2.attention.head_count",
+        Value::U64(1 << 40),
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("deepseek2.attention.head_count"), "{e}");
 }
 
 fn glm_dsa(types: Option<Vec<bool>>) -> Vec<(String, Value)> {
