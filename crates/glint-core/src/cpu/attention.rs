@@ -1,6 +1,8 @@
 //! Reference implementations of the fused attention-side ops: absorbed-MLA attention over the
 //! latent cache, the DSA indexer score, and row-wise top-k.
 
+use std::cell::Cell;
+
 use rayon::prelude::*;
 
 use super::elementwise::softmax_row;
@@ -66,6 +68,30 @@ fn inner_par(across: bool, macs: usize) -> gemm::Parallelism {
     }
 }
 
+thread_local! {
+    /// Per-thread scratch so decode does not allocate per token and layer: the gathered key rows
+    /// (up to top_k × 576 floats for GLM-5, ~4.7 MB) and the score rows. Taken out of the cell
+    /// while in use, so a nested call on the same thread (rayon work stealing) gets a fresh
+    /// buffer instead of a borrow conflict.
+    static KEYS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    static SCORES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's scratch vector from `slot`, grown to at least `len` floats.
+fn with_scratch<R>(
+    slot: &'static std::thread::LocalKey<Cell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut Vec<f32>) -> R,
+) -> R {
+    let mut v = slot.take();
+    if v.len() < len {
+        v.resize(len, 0.0);
+    }
+    let r = f(&mut v);
+    slot.set(v);
+    r
+}
+
 /// Absorbed MLA for one query token: all heads share the key rows (MQA), so the scores of every
 /// head are one GEMM `Q [H × dk] · Kᵀ` and the output one GEMM `P [H × nk] · V`.
 #[allow(clippy::too_many_arguments)]
@@ -79,31 +105,34 @@ fn attend_token(
     across: bool,
 ) {
     let (h, dk, dv) = (p.n_heads, p.dk, p.dv);
-    let gathered: Vec<f32>;
-    let (keys, nk): (&[f32], usize) = match sel {
-        Some(sel) => {
-            gathered = sel
-                .iter()
-                .map(|&t| t as usize)
-                .filter(|&t| t <= pos && t < p.n_kv)
-                .flat_map(|t| cache[t * dk..(t + 1) * dk].iter().copied())
-                .collect();
-            (&gathered, gathered.len() / dk)
+    let mut attend = |keys: &[f32], nk: usize| {
+        if nk == 0 {
+            o.fill(0.0);
+            return;
         }
+        let par = inner_par(across, h * nk * dk);
+        with_scratch(&SCORES, h * nk, |sc| {
+            let sc = &mut sc[..h * nk];
+            small_gemm(h, nk, dk, sc, qs, keys, 1, dk, p.scale, par);
+            sc.chunks_mut(nk).for_each(softmax_row);
+            small_gemm(h, dv, nk, o, sc, keys, dk, 1, 1.0, par);
+        });
+    };
+    match sel {
+        Some(sel) => with_scratch(&KEYS, 0, |gathered| {
+            gathered.clear();
+            for t in sel.iter().map(|&t| t as usize) {
+                if t <= pos && t < p.n_kv {
+                    gathered.extend_from_slice(&cache[t * dk..(t + 1) * dk]);
+                }
+            }
+            attend(gathered, gathered.len() / dk);
+        }),
         None => {
             let nk = (pos + 1).min(p.n_kv);
-            (&cache[..nk * dk], nk)
+            attend(&cache[..nk * dk], nk);
         }
-    };
-    if nk == 0 {
-        o.fill(0.0);
-        return;
     }
-    let par = inner_par(across, h * nk * dk);
-    let mut sc = vec![0f32; h * nk];
-    small_gemm(h, nk, dk, &mut sc, qs, keys, 1, dk, p.scale, par);
-    sc.chunks_mut(nk).for_each(softmax_row);
-    small_gemm(h, dv, nk, o, &sc, keys, dk, 1, 1.0, par);
 }
 
 pub(crate) fn mla_attention(
@@ -170,25 +199,17 @@ pub(crate) fn indexer_scores(
         let par = inner_par(across, hi * nk * d);
         let ws = &w[s * hi..(s + 1) * hi];
         // logits[j][t] = q_j · k_t for every head at once, then Σ_j w_j ReLU(·).
-        let mut logits = vec![0f32; hi * nk];
-        small_gemm(
-            hi,
-            nk,
-            d,
-            &mut logits,
-            &q[s * hi * d..(s + 1) * hi * d],
-            keys,
-            1,
-            d,
-            1.0,
-            par,
-        );
-        row[..nk].fill(0.0);
-        for (j, lj) in logits.chunks(nk).enumerate() {
-            for (r, &l) in row[..nk].iter_mut().zip(lj) {
-                *r += ws[j] * l.max(0.0);
+        with_scratch(&SCORES, hi * nk, |logits| {
+            let logits = &mut logits[..hi * nk];
+            let qs = &q[s * hi * d..(s + 1) * hi * d];
+            small_gemm(hi, nk, d, logits, qs, keys, 1, d, 1.0, par);
+            row[..nk].fill(0.0);
+            for (j, lj) in logits.chunks(nk).enumerate() {
+                for (r, &l) in row[..nk].iter_mut().zip(lj) {
+                    *r += ws[j] * l.max(0.0);
+                }
             }
-        }
+        });
         row[nk..].fill(f32::NEG_INFINITY);
     };
     let out = &mut out[..n * nkv];
