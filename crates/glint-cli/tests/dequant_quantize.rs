@@ -70,6 +70,8 @@ fn quantize(ty: &str, dir: &Path) -> PathBuf {
         "quantize {ty}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // The output is written under a temporary name and renamed only once complete.
+    assert!(!dir.join(format!("out-{ty}.gguf.partial")).exists());
     out
 }
 

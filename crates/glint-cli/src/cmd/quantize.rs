@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use glint_gguf::{GgmlType, Gguf, GgufWriter, TensorSpec, Value};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -90,8 +90,33 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         ));
     }
 
-    let metadata = output_metadata(&gguf, target);
-    let file = File::create(&args.output)?;
+    // Written under a temporary name and renamed at the end, so a failure (disk full, a bad
+    // tensor) never leaves a truncated file that looks like a finished model.
+    let mut partial = args.output.clone().into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    if let Err(e) = write_output(&gguf, target, &specs, &partial) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, &args.output)?;
+    eprintln!(
+        "wrote {} ({} tensors, target {target})",
+        args.output.display(),
+        specs.len()
+    );
+    Ok(())
+}
+
+/// Streams every tensor of `gguf`, converted per `specs`, into a new GGUF at `path`.
+fn write_output(
+    gguf: &Gguf,
+    target: GgmlType,
+    specs: &[(TensorSpec, Option<String>)],
+    path: &Path,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let metadata = output_metadata(gguf, target);
+    let file = File::create(path)?;
     let tensor_specs: Vec<TensorSpec> = specs.iter().map(|(s, _)| s.clone()).collect();
     let mut writer = GgufWriter::new(BufWriter::new(file), &metadata, &tensor_specs)?;
 
@@ -103,7 +128,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    for (t, (spec, note)) in gguf.tensors().iter().zip(&specs) {
+    for (t, (spec, note)) in gguf.tensors().iter().zip(specs) {
         let shape = t
             .dims
             .iter()
@@ -143,11 +168,6 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
     writer.finish()?;
     pb.finish_and_clear();
-    eprintln!(
-        "wrote {} ({} tensors, target {target})",
-        args.output.display(),
-        specs.len()
-    );
     Ok(())
 }
 
