@@ -69,7 +69,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     } else {
         tok.encode_prompt(&text)?
     };
-    let ctx = (prompt.len() + args.n_predict).min(Config::from_gguf(&gguf)?.context_length);
+    // Size the cache for this run only; a file without `context_length` (0) sets no upper bound.
+    let wanted = prompt.len().saturating_add(args.n_predict);
+    let ctx = match Config::from_gguf(&gguf)?.context_length {
+        0 => wanted,
+        file_ctx => wanted.min(file_ctx),
+    };
     let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
     let params = GenerateParams {
         max_new_tokens: args.n_predict,
