@@ -171,3 +171,59 @@ fn quantize_rejects_bad_requests() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("overwrite"));
     assert_eq!(std::fs::read(&copy).unwrap(), before);
 }
+
+/// `glint quantize` against llama.cpp's own quantizer on the same model: fixtures/gguf/
+/// llama_quantize_q8_0.gguf was written by llama.cpp's `llama_model_quantize` (MOSTLY_Q8_0) from
+/// the same F32 input (fixtures/make_llama_quantize_fixture.py). Every tensor both tools store in
+/// the same type must be byte-identical; the only tensors allowed to differ in type are the ones
+/// glint keeps in F32 on purpose (`indexer.proj`: an F32 weight in GLM-5 files whose output
+/// feeds f32 scoring) — llama.cpp 0.3.36's rules quantize it.
+#[test]
+fn quantize_q8_0_equals_llama_cpp_byte_for_byte() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let src = root.join("glm5/llamacpp/glm5-tiny-lc-f32.gguf");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q8_0.gguf");
+    let o = glint(&[
+        "quantize",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "Q8_0",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ours = Gguf::open(&out).unwrap();
+    let theirs = Gguf::open(root.join("gguf/llama_quantize_q8_0.gguf")).unwrap();
+    assert_eq!(ours.tensors().len(), theirs.tensors().len());
+    let (mut identical, mut kept_f32) = (0, Vec::new());
+    for t in theirs.tensors() {
+        let mine = ours
+            .tensor(&t.name)
+            .unwrap_or_else(|| panic!("{} missing from glint's output", t.name));
+        assert_eq!(mine.dims, t.dims, "{}", t.name);
+        if mine.ty == t.ty {
+            assert!(
+                ours.tensor_data(mine) == theirs.tensor_data(t),
+                "{} ({}) differs from llama.cpp's bytes",
+                t.name,
+                t.ty
+            );
+            identical += 1;
+        } else {
+            assert_eq!(
+                mine.ty,
+                GgmlType::F32,
+                "{}: glint chose {}",
+                t.name,
+                mine.ty
+            );
+            kept_f32.push(t.name.clone());
+        }
+    }
+    assert!(
+        kept_f32.iter().all(|n| n.ends_with("indexer.proj.weight")),
+        "unexpected type differences: {kept_f32:?}"
+    );
+    // 117 tensors: 5 indexer.proj kept F32; of the rest, 70 are quantized matrices.
+    assert_eq!(kept_f32.len(), 5);
+    assert_eq!(identical, 112);
+}

@@ -66,6 +66,8 @@ fn json_matches_gguf_py() {
     check_json("all_types", "all_types.gguf");
     check_json("align64", "align64.gguf");
     check_json("v2", "v2.gguf");
+    // Written by llama.cpp itself (llama_model_quantize), read by gguf-py for the expectation.
+    check_json("llama_quantize_q8_0", "llama_quantize_q8_0.gguf");
     for shard in 1..=3 {
         check_json("split", &format!("split-{shard:05}-of-00003.gguf"));
     }
