@@ -14,6 +14,8 @@ use proptest::prelude::*;
 const SIMD_TYPES: &[GgmlType] = &[
     GgmlType::Q4_0,
     GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,

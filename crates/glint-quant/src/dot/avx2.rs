@@ -23,6 +23,8 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
     Some(match ty {
         Q4_0 => q4_0,
         Q8_0 => q8_0,
+        Q2_K => q2_k,
+        Q3_K => q3_k,
         Q4_K => q4_k,
         Q5_K => q5_k,
         Q6_K => q6_k,
@@ -59,6 +61,8 @@ macro_rules! safe_kernel {
 
 safe_kernel!(q8_0, q8_0_impl, 32, 34, 34);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
+safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
+safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
 safe_kernel!(q6_k, q6_k_impl, 256, 210, 292);
@@ -94,6 +98,109 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc)
+}
+
+/// Q2_K: byte 0..16 scales (low nibble scale, high nibble min, one pair per 16 weights),
+/// 16..80 two-bit codes (byte `l` of 32-byte half `k` holds weights `128k + 32j + l` in bits
+/// `2j..2j+2`), then `d` and `dmin`. The mins term is `dmin * sum(min_j * bsums_j)`, done
+/// with one `vpmaddwd` against the activation's 16-element sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0f);
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_min = _mm256_setzero_ps();
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 84), y.add(i * 292));
+        prefetch_ahead(xb, 84);
+        let yd = f32_at(yb);
+        let packed = _mm_loadu_si128(xb as *const __m128i);
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+        let summs = _mm256_madd_epi16(mins, load256(yb.add(260)));
+        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(82)));
+        acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(summs), acc_min);
+        let mut sumi = _mm256_setzero_si256();
+        for k in 0..2 {
+            let q2 = load256(xb.add(16 + 32 * k));
+            for j in 0..4 {
+                let q = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                let p = _mm256_maddubs_epi16(q, load256(yb.add(4 + 128 * k + 32 * j)));
+                let is = 8 * k + 2 * j;
+                let s0 = (*xb.add(is) & 0x0f) as i16;
+                let s1 = (*xb.add(is + 1) & 0x0f) as i16;
+                let s = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        let d = _mm256_set1_ps(yd * f16_at(xb.add(80)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(acc) - hsum_ps(acc_min)
+}
+
+/// The sixteen Q3_K scales with the bias 32 removed: low nibbles in bytes 0..8 (two per byte,
+/// scales 0..8 then 8..16), high two bits in bytes 8..12 (scale `j` in byte `8 + j % 4`, bits
+/// `2 * (j / 4)`). Done a word at a time so all sixteen come out of a few shifts and masks.
+#[inline(always)]
+pub(super) unsafe fn q3k_scales_i8(p: *const u8) -> [i8; 16] {
+    const LO4: u32 = 0x0f0f_0f0f;
+    const LO2: u32 = 0x0303_0303;
+    let a0 = (p as *const u32).read_unaligned();
+    let a1 = (p.add(4) as *const u32).read_unaligned();
+    let hi = (p.add(8) as *const u32).read_unaligned();
+    let words = [
+        (a0 & LO4) | ((hi & LO2) << 4),
+        (a1 & LO4) | (((hi >> 2) & LO2) << 4),
+        ((a0 >> 4) & LO4) | (((hi >> 4) & LO2) << 4),
+        ((a1 >> 4) & LO4) | (((hi >> 6) & LO2) << 4),
+    ];
+    let mut out = [0i8; 16];
+    for (w, o) in words.iter().zip(out.chunks_exact_mut(4)) {
+        for (b, v) in w.to_le_bytes().iter().zip(o) {
+            *v = (*b as i8).wrapping_sub(32);
+        }
+    }
+    out
+}
+
+/// Q3_K: weight = `(q2 | 4 * hbit) - 4` with q2 the two low bits (laid out as Q2_K's) and hbit
+/// from `hmask`. The unsigned `q2 | 4 * hbit` (0..7) feeds `vpmaddubsw` directly; the `- 4`
+/// is taken out afterwards as `4 * sum(scale_j * bsums_j)`, exact in integers, the same trick
+/// the Q6_K kernel uses for its bias 32.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_bias = _mm256_setzero_ps();
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 110), y.add(i * 292));
+        prefetch_ahead(xb, 110);
+        let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb.add(108)));
+        let sc = q3k_scales_i8(xb.add(96));
+        let bias = _mm256_slli_epi32(scales_bsums_v(sc.as_ptr() as *const u8, yb.add(260)), 2);
+        acc_bias = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(bias), acc_bias);
+        let hm = load256(xb);
+        let mut sumi = _mm256_setzero_si256();
+        for k in 0..2 {
+            let q2 = load256(xb.add(32 + 32 * k));
+            for j in 0..4 {
+                let c = 4 * k + j;
+                let lo =
+                    _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                let hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(c as i32)), one);
+                let q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+                let p = _mm256_maddubs_epi16(q, load256(yb.add(4 + 32 * c)));
+                let s = _mm256_set_m128i(
+                    _mm_set1_epi16(sc[2 * c + 1] as i16),
+                    _mm_set1_epi16(sc[2 * c] as i16),
+                );
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(acc) - hsum_ps(acc_bias)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
