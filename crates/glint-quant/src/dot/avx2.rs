@@ -100,6 +100,22 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     hsum_ps(acc)
 }
 
+/// `vpshufb` control that spreads scale byte `2c` over the low 128-bit lane's eight i16 slots
+/// and byte `2c + 1` over the high lane's (the two 16-weight groups of 32-weight chunk `c`).
+/// With `high`, the byte lands in each slot's high byte (for a signed `>> 8`), else in its low
+/// byte with a zero high byte (index 0x80 writes zero).
+#[inline(always)]
+unsafe fn pair_spread(c: usize, high: bool) -> __m256i {
+    let slot = |b: usize| -> i16 {
+        if high {
+            ((b << 8) | 0x80) as i16
+        } else {
+            (0x8000 | b) as i16
+        }
+    };
+    _mm256_set_m128i(_mm_set1_epi16(slot(2 * c + 1)), _mm_set1_epi16(slot(2 * c)))
+}
+
 /// Q2_K: byte 0..16 scales (low nibble scale, high nibble min, one pair per 16 weights),
 /// 16..80 two-bit codes (byte `l` of 32-byte half `k` holds weights `128k + 32j + l` in bits
 /// `2j..2j+2`), then `d` and `dmin`. The mins term is `dmin * sum(min_j * bsums_j)`, done
@@ -115,6 +131,7 @@ unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         prefetch_ahead(xb, 84);
         let yd = f32_at(yb);
         let packed = _mm_loadu_si128(xb as *const __m128i);
+        let scales = _mm256_broadcastsi128_si256(_mm_and_si128(packed, m4));
         let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
         let summs = _mm256_madd_epi16(mins, load256(yb.add(260)));
         let dmin = _mm256_set1_ps(yd * f16_at(xb.add(82)));
@@ -125,10 +142,7 @@ unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             for j in 0..4 {
                 let q = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * j as i32)), m3);
                 let p = _mm256_maddubs_epi16(q, load256(yb.add(4 + 128 * k + 32 * j)));
-                let is = 8 * k + 2 * j;
-                let s0 = (*xb.add(is) & 0x0f) as i16;
-                let s1 = (*xb.add(is + 1) & 0x0f) as i16;
-                let s = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                let s = _mm256_shuffle_epi8(scales, pair_spread(4 * k + j, false));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
@@ -138,29 +152,24 @@ unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     hsum_ps(acc) - hsum_ps(acc_min)
 }
 
-/// The sixteen Q3_K scales with the bias 32 removed: low nibbles in bytes 0..8 (two per byte,
-/// scales 0..8 then 8..16), high two bits in bytes 8..12 (scale `j` in byte `8 + j % 4`, bits
-/// `2 * (j / 4)`). Done a word at a time so all sixteen come out of a few shifts and masks.
+/// The sixteen Q3_K scales with the bias 32 removed, as i8 lanes: low nibbles in bytes 0..8
+/// (two per byte, scales 0..8 then 8..16), high two bits in bytes 8..12 (scale `j` in byte
+/// `8 + j % 4`, bits `2 * (j / 4)`). Done a word at a time so all sixteen come out of a few
+/// shifts and masks.
 #[inline(always)]
-pub(super) unsafe fn q3k_scales_i8(p: *const u8) -> [i8; 16] {
+unsafe fn q3k_scales_i8(p: *const u8) -> __m128i {
     const LO4: u32 = 0x0f0f_0f0f;
     const LO2: u32 = 0x0303_0303;
     let a0 = (p as *const u32).read_unaligned();
     let a1 = (p.add(4) as *const u32).read_unaligned();
     let hi = (p.add(8) as *const u32).read_unaligned();
-    let words = [
-        (a0 & LO4) | ((hi & LO2) << 4),
-        (a1 & LO4) | (((hi >> 2) & LO2) << 4),
-        ((a0 >> 4) & LO4) | (((hi >> 4) & LO2) << 4),
-        ((a1 >> 4) & LO4) | (((hi >> 6) & LO2) << 4),
-    ];
-    let mut out = [0i8; 16];
-    for (w, o) in words.iter().zip(out.chunks_exact_mut(4)) {
-        for (b, v) in w.to_le_bytes().iter().zip(o) {
-            *v = (*b as i8).wrapping_sub(32);
-        }
-    }
-    out
+    let v = _mm_set_epi32(
+        (((a1 >> 4) & LO4) | (((hi >> 6) & LO2) << 4)) as i32,
+        (((a0 >> 4) & LO4) | (((hi >> 4) & LO2) << 4)) as i32,
+        ((a1 & LO4) | (((hi >> 2) & LO2) << 4)) as i32,
+        ((a0 & LO4) | ((hi & LO2) << 4)) as i32,
+    );
+    _mm_sub_epi8(v, _mm_set1_epi8(32))
 }
 
 /// Q3_K: weight = `(q2 | 4 * hbit) - 4` with q2 the two low bits (laid out as Q2_K's) and hbit
@@ -178,8 +187,10 @@ unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         prefetch_ahead(xb, 110);
         let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb.add(108)));
         let sc = q3k_scales_i8(xb.add(96));
-        let bias = _mm256_slli_epi32(scales_bsums_v(sc.as_ptr() as *const u8, yb.add(260)), 2);
+        let sb = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(yb.add(260)));
+        let bias = _mm256_slli_epi32(sb, 2);
         acc_bias = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(bias), acc_bias);
+        let scv = _mm256_broadcastsi128_si256(sc);
         let hm = load256(xb);
         let mut sumi = _mm256_setzero_si256();
         for k in 0..2 {
@@ -191,10 +202,7 @@ unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
                 let hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(c as i32)), one);
                 let q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
                 let p = _mm256_maddubs_epi16(q, load256(yb.add(4 + 32 * c)));
-                let s = _mm256_set_m128i(
-                    _mm_set1_epi16(sc[2 * c + 1] as i16),
-                    _mm_set1_epi16(sc[2 * c] as i16),
-                );
+                let s = _mm256_srai_epi16(_mm256_shuffle_epi8(scv, pair_spread(c, true)), 8);
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
