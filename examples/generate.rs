@@ -84,6 +84,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             ..SamplerConfig::default()
         },
         stop_at_eog: true,
+        print_special: false,
     };
 
     let mut out = std::io::stdout().lock();

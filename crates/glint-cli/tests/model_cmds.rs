@@ -103,11 +103,12 @@ fn logits_match_transformers() {
         let pos = pos.as_u64().unwrap() as usize;
         let g = &got[pos * vocab..(pos + 1) * vocab];
         let w = &want[row * vocab..(row + 1) * vocab];
-        let scale = w.iter().fold(0f32, |m, x| m.max(x.abs())).max(1.0);
         let max_diff = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        // The library's forward_fixture bound (glm5-model tests, DENSE_BOUND): measured
+        // <= 3.34e-5 against transformers; the CLI must add nothing to it.
         assert!(
-            max_diff <= 1e-3 * scale,
-            "position {pos}: max |glint - transformers| = {max_diff} (scale {scale})"
+            max_diff <= 6e-5,
+            "position {pos}: max |glint - transformers| = {max_diff}"
         );
     }
 }

@@ -5,7 +5,7 @@
 
 mod dotutil;
 
-use dotutil::{abs_dot, random_activations, random_weights, Rng};
+use dotutil::{abs_dot, random_activations, random_weights, random_weights_with, Rng, Scales};
 use glint_gguf::GgmlType;
 use glint_quant::dequantize_to_vec;
 use glint_quant::dot::{self, Isa};
@@ -28,10 +28,26 @@ const SIMD_TYPES: &[GgmlType] = &[
 ];
 
 fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseError> {
-    let n = 256 * blocks_256;
+    compare_with(ty, 256 * blocks_256, seed, Scales::Normal, None)
+}
+
+/// SIMD vs scalar on `n` elements with weight scales drawn as `scales`; `zero_block` zeroes
+/// that activation block (of the partner's block size) so its quantized scale is 0.
+fn compare_with(
+    ty: GgmlType,
+    n: usize,
+    seed: u64,
+    scales: Scales,
+    zero_block: Option<usize>,
+) -> Result<(), TestCaseError> {
     let mut rng = Rng::new(seed);
-    let w = random_weights(ty, n, &mut rng);
-    let x = random_activations(n, &mut rng);
+    let w = random_weights_with(ty, n, &mut rng, scales);
+    let mut x = random_activations(n, &mut rng);
+    if let Some(b) = zero_block {
+        let bs = dot::partner_type(ty).unwrap().block_size();
+        let b = b % (n / bs);
+        x[b * bs..(b + 1) * bs].fill(0.0);
+    }
     let partner = dot::partner_type(ty).unwrap();
     let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
     dot::quantize_activation(partner, &x, &mut act).unwrap();
@@ -46,15 +62,53 @@ fn compare(ty: GgmlType, blocks_256: usize, seed: u64) -> Result<(), TestCaseErr
         let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
         prop_assert!(
             ((got - scalar) as f64).abs() <= tol,
-            "{} {:?}: {} vs scalar {} (tol {})",
+            "{} {:?} n {} {:?}: {} vs scalar {} (tol {})",
             ty,
             isa,
+            n,
+            scales,
             got,
             scalar,
             tol
         );
+        if scales == Scales::Zero && !matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+            prop_assert_eq!(got, 0.0, "{} {:?}: zero scales must give 0", ty, isa);
+        }
     }
     Ok(())
+}
+
+/// Row lengths a type allows that are not multiples of 256: whole blocks of 32 for the
+/// 32-element formats, any length for the float types.
+fn odd_length(ty: GgmlType, k: usize) -> Option<usize> {
+    match ty.block_size() {
+        1 => Some(1 + k % 700),
+        32 => Some(32 * (1 + k % 23)),
+        _ => None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Zero, subnormal and large scales, an all-zero activation block, and (where the type has
+    /// 32-element or 1-element blocks) row lengths that are not multiples of 256.
+    #[test]
+    fn simd_equals_scalar_edge_values(
+        t in 0..SIMD_TYPES.len(),
+        blocks in 1usize..8,
+        mode in 0usize..4,
+        zero_block in proptest::option::of(0usize..64),
+        odd in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let ty = SIMD_TYPES[t];
+        let scales = [Scales::Normal, Scales::Zero, Scales::Subnormal, Scales::Large][mode];
+        let n = match (odd, odd_length(ty, seed as usize)) {
+            (true, Some(n)) => n,
+            _ => 256 * blocks,
+        };
+        compare_with(ty, n, seed, scales, zero_block)?;
+    }
 }
 
 proptest! {
@@ -95,6 +149,10 @@ fn legacy_odd_block_counts() {
 /// The kernels SIMD families promise are really there (not silently scalar).
 #[test]
 fn simd_coverage() {
+    eprintln!(
+        "SIMD kernels checked on families {:?}",
+        Isa::all_available()
+    );
     for isa in Isa::all_available() {
         if isa == Isa::Scalar {
             continue;

@@ -54,6 +54,8 @@ pub struct GenerateParams {
     /// Stop at the GGUF's end-of-generation tokens (eos/eot/eom). Off only for benchmarks that
     /// need a fixed token count.
     pub stop_at_eog: bool,
+    /// Print control tokens' text (llama.cpp `--special`); off by default, as in llama.cpp.
+    pub print_special: bool,
 }
 
 impl Default for GenerateParams {
@@ -62,6 +64,7 @@ impl Default for GenerateParams {
             max_new_tokens: 128,
             sampler: SamplerConfig::default(),
             stop_at_eog: true,
+            print_special: false,
         }
     }
 }
@@ -130,7 +133,7 @@ pub fn generate<M: LogitsSource>(
     for &t in prompt {
         sampler.accept(t);
     }
-    let mut stream = tokenizer.stream();
+    let mut stream = tokenizer.stream(params.print_special);
     let mut out = Generation {
         tokens: Vec::new(),
         text: String::new(),

@@ -43,7 +43,12 @@ impl LogitsSource for Scripted {
         self.calls.push((tokens.to_vec(), start_pos));
         self.cache = start_pos + tokens.len();
         let idx = self.cache - self.prompt_len;
-        let mut l = vec![0.0f32; 6];
+        let vocab = self
+            .script
+            .iter()
+            .map(|&t| t as usize + 1)
+            .fold(6, usize::max);
+        let mut l = vec![0.0f32; vocab];
         l[self.script[idx.min(self.script.len() - 1)] as usize] = 10.0;
         Ok(l)
     }
@@ -70,6 +75,7 @@ fn greedy(n: usize) -> GenerateParams {
         max_new_tokens: n,
         sampler: SamplerConfig::greedy(),
         stop_at_eog: true,
+        print_special: true,
     }
 }
 
@@ -141,4 +147,95 @@ fn eos_can_be_ignored_for_fixed_length_runs() {
     let g = generate(&mut m, &tok, &[0], &p, |_| {}).unwrap();
     assert_eq!(g.tokens, vec![5, 5, 5]);
     assert_eq!(g.text, "<|endoftext|><|endoftext|><|endoftext|>");
+}
+
+/// Vocabulary of [`tokenizer`] plus 6 "[PAD6]" (UNUSED, as in GLM-5 files whose embedding has
+/// more rows than the tokenizer) and 7 "<|user|>" (CONTROL).
+fn padded_tokenizer() -> Tokenizer {
+    let tokens: Vec<String> = [
+        "h",
+        "i",
+        "Ġ",
+        "Ã",
+        "©",
+        "<|endoftext|>",
+        "[PAD6]",
+        "<|user|>",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut token_types = vec![token_type::NORMAL; tokens.len()];
+    token_types[5] = token_type::CONTROL;
+    token_types[6] = token_type::UNUSED;
+    token_types[7] = token_type::CONTROL;
+    Tokenizer::from_spec(TokenizerSpec {
+        model: "gpt2".into(),
+        pre: "glm4".into(),
+        tokens,
+        token_types,
+        eos: Some(5),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// llama.cpp's `token_to_piece`: UNUSED prints nothing, CONTROL only with `--special`.
+#[test]
+fn unused_tokens_print_nothing_and_control_tokens_only_when_asked() {
+    let tok = padded_tokenizer();
+    for (special, want) in [(false, "hi hi"), (true, "hi<|user|> hi")] {
+        // h, [PAD6], i, <|user|>, Ġ, h, i
+        let mut m = Scripted {
+            script: vec![0, 6, 1, 7, 2, 0, 1],
+            prompt_len: 1,
+            cache: 0,
+            ctx: 64,
+            calls: Vec::new(),
+        };
+        let p = GenerateParams {
+            print_special: special,
+            ..greedy(7)
+        };
+        let mut streamed = String::new();
+        let g = generate(&mut m, &tok, &[0], &p, |s| streamed.push_str(s)).unwrap();
+        assert_eq!(g.tokens, vec![0, 6, 1, 7, 2, 0, 1]);
+        assert_eq!(g.text, want, "special {special}");
+        assert_eq!(streamed, want);
+        assert_eq!(tok.decode_with(&g.tokens, special).unwrap(), want);
+    }
+}
+
+/// The penalty window holds the prompt and every generated token: with a scripted model that
+/// always prefers token 0, then 1, then 2 by a margin smaller than the penalty's effect, each
+/// token already seen (in the prompt or generated) is avoided.
+#[test]
+fn repetition_penalty_sees_prompt_and_generated_tokens_in_the_loop() {
+    struct Ranked;
+    impl LogitsSource for Ranked {
+        type Error = Never;
+        fn forward_last(&mut self, _t: &[u32], _s: usize) -> Result<Vec<f32>, Never> {
+            // Preference 0 > 1 > 2 > 3 > 4, logits 5, 4.5, 4, 3.5, 3; eos lowest.
+            Ok(vec![5.0, 4.5, 4.0, 3.5, 3.0, -10.0])
+        }
+        fn cache_len(&self) -> usize {
+            0
+        }
+        fn ctx_len(&self) -> usize {
+            64
+        }
+    }
+    let tok = tokenizer();
+    let mut p = greedy(3);
+    // Dividing by 2 halves a seen token's logit (5 -> 2.5), below every unseen one.
+    p.sampler.repeat_penalty = 2.0;
+    p.sampler.repeat_last_n = 64;
+    // Prompt [0]: token 0 is penalised from the start, so 1 comes first, then 2 (1 was
+    // generated), then 3.
+    let g = generate(&mut Ranked, &tok, &[0], &p, |_| {}).unwrap();
+    assert_eq!(g.tokens, vec![1, 2, 3]);
+    // Without the penalty the model repeats its favourite.
+    p.sampler.repeat_penalty = 1.0;
+    let g = generate(&mut Ranked, &tok, &[0], &p, |_| {}).unwrap();
+    assert_eq!(g.tokens, vec![0, 0, 0]);
 }

@@ -13,4 +13,4 @@ pub mod weights;
 pub use config::{Arch, Config, IndexerConfig};
 pub use error::{ModelError, Result};
 pub use glint_core::{Backend, CpuBackend};
-pub use model::Glm5;
+pub use model::{Glm5, Tap};

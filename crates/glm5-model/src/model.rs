@@ -124,7 +124,32 @@ impl<'a, B: Backend> Glm5<'a, B> {
         self.run(tokens, start_pos, true)
     }
 
+    /// Like [`Self::forward`], but calls `tap` with the hidden states (`tokens.len() × d_model`,
+    /// row-major) at each [`Tap`] point of each trunk layer; whatever `tap` leaves in the slice
+    /// continues through the model. Comparing layer by layer against another engine's
+    /// intermediate tensors (llama.cpp's `ffn_inp-L`, `l_out-L`), and overwriting ours with
+    /// theirs, confines an ulp-level difference to the sublayer where it arises instead of letting
+    /// it compound through the following layers (teacher forcing of the hidden states).
+    pub fn forward_tapped(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        tap: &mut TapFn<'_>,
+    ) -> Result<Vec<f32>> {
+        self.run_inner(tokens, start_pos, false, Some(tap))
+    }
+
     fn run(&mut self, tokens: &[u32], start: usize, last_only: bool) -> Result<Vec<f32>> {
+        self.run_inner(tokens, start, last_only, None)
+    }
+
+    fn run_inner(
+        &mut self,
+        tokens: &[u32],
+        start: usize,
+        last_only: bool,
+        mut tap: Option<&mut TapFn<'_>>,
+    ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if n == 0 {
             return Err(ModelError::EmptyBatch);
@@ -173,12 +198,18 @@ impl<'a, B: Backend> Glm5<'a, B> {
                 self.selections.push(sel);
             }
             be.add(&mut sc.h, &sc.y, n * d)?;
+            if let Some(t) = tap.as_mut() {
+                tap_hidden(be, &mut sc.h, n * d, |h| t(Tap::FfnInput, l, h))?;
+            }
             be.rms_norm(&sc.h, &lw.ffn_norm, n, d, eps, &mut sc.x)?;
             match &lw.ffn {
                 Ffn::Dense(m) => glint_moe::mlp(be, m, &sc.x, n, &mut sc.moe, &mut sc.y)?,
                 Ffn::Moe(m) => glint_moe::moe(be, m, &sc.x, n, d, &mut sc.moe, &mut sc.y)?,
             }
             be.add(&mut sc.h, &sc.y, n * d)?;
+            if let Some(t) = tap.as_mut() {
+                tap_hidden(be, &mut sc.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
+            }
         }
         self.cache.commit(start, n);
 
@@ -193,4 +224,30 @@ impl<'a, B: Backend> Glm5<'a, B> {
         be.download(&sc.logits, &mut out)?;
         Ok(out)
     }
+}
+
+/// The callback of [`Glm5::forward_tapped`]: (where, trunk layer, hidden states).
+pub type TapFn<'t> = dyn FnMut(Tap, usize, &mut [f32]) + 't;
+
+/// Where [`Glm5::forward_tapped`] shows the hidden states of a trunk layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tap {
+    /// After the attention residual add: the FFN's input before its norm (llama.cpp `ffn_inp-L`).
+    FfnInput,
+    /// After the FFN residual add: the layer's output (llama.cpp `l_out-L`).
+    LayerOutput,
+}
+
+/// Round-trips `len` hidden floats through the host so a tap can read and overwrite them.
+fn tap_hidden<B: Backend>(
+    be: &B,
+    h: &mut B::Buf,
+    len: usize,
+    f: impl FnOnce(&mut [f32]),
+) -> Result<()> {
+    let mut host = vec![0f32; be.buf_len(h)];
+    be.download(h, &mut host)?;
+    f(&mut host[..len]);
+    *h = be.upload(&host)?;
+    Ok(())
 }

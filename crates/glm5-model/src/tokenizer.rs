@@ -353,13 +353,33 @@ impl Tokenizer {
         Ok(enc.get_ids().to_vec())
     }
 
-    /// Text of `ids`, with special tokens included. Invalid UTF-8 becomes U+FFFD.
+    /// Text of `ids`, with control tokens spelled out (`special`, llama.cpp's
+    /// `token_to_piece(.., special = true)`); UNUSED tokens are always empty. Invalid UTF-8
+    /// becomes U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.decode_with(ids, true)
+    }
+
+    /// Text of `ids`; control (and unknown) tokens only when `special` is set.
+    pub fn decode_with(&self, ids: &[u32], special: bool) -> Result<String> {
         let mut out = Vec::new();
         for &id in ids {
-            out.extend_from_slice(self.token_bytes(id)?);
+            out.extend_from_slice(self.piece(id, special)?);
         }
         Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// The bytes a token prints as, with llama.cpp's `token_to_piece` rules: UNUSED tokens (the
+    /// `[PADnnnn]` rows padding a vocabulary to the embedding size) print nothing; CONTROL and
+    /// UNKNOWN tokens print their text only when `special` is asked for; everything else
+    /// prints its bytes.
+    pub fn piece(&self, id: u32, special: bool) -> Result<&[u8]> {
+        let bytes = self.token_bytes(id)?;
+        Ok(match self.token_type(id).unwrap_or(token_type::NORMAL) {
+            token_type::UNUSED => &[],
+            token_type::CONTROL | token_type::UNKNOWN if !special => &[],
+            _ => bytes,
+        })
     }
 
     /// The raw bytes a token stands for (may be part of a UTF-8 character).
@@ -428,9 +448,12 @@ impl Tokenizer {
     }
 
     /// A fresh incremental decoder for streaming output.
-    pub fn stream(&self) -> StreamDecoder<'_> {
+    /// An incremental decoder that prints control tokens only when `special` is set (llama.cpp
+    /// `--special`); UNUSED tokens never print.
+    pub fn stream(&self, special: bool) -> StreamDecoder<'_> {
         StreamDecoder {
             tok: self,
+            special,
             pending: Vec::new(),
         }
     }
@@ -440,13 +463,15 @@ impl Tokenizer {
 /// back a trailing partial character until the next token completes it.
 pub struct StreamDecoder<'a> {
     tok: &'a Tokenizer,
+    special: bool,
     pending: Vec<u8>,
 }
 
 impl StreamDecoder<'_> {
     /// Adds one token and returns the text that became printable (possibly empty).
     pub fn push(&mut self, id: u32) -> Result<String> {
-        self.pending.extend_from_slice(self.tok.token_bytes(id)?);
+        self.pending
+            .extend_from_slice(self.tok.piece(id, self.special)?);
         Ok(self.drain(false))
     }
 

@@ -72,7 +72,7 @@ fn decodes_bytes_and_streams_split_characters() {
     let t = toy();
     assert_eq!(t.decode(&[18, 11, 16]).unwrap(), "[gMASK]hello world");
     assert_eq!(t.encode("é").unwrap(), vec![26, 27]);
-    let mut s = t.stream();
+    let mut s = t.stream(true);
     assert_eq!(s.push(11).unwrap(), "hello");
     // First half of "é" is held back, then released whole.
     assert_eq!(s.push(26).unwrap(), "");
@@ -81,7 +81,7 @@ fn decodes_bytes_and_streams_split_characters() {
     assert_eq!(s.push(26).unwrap(), "");
     assert_eq!(s.finish(), "\u{FFFD}");
     // An invalid continuation byte is replaced at once.
-    let mut s = t.stream();
+    let mut s = t.stream(true);
     assert_eq!(s.push(27).unwrap(), "\u{FFFD}");
     assert!(s.push(999).is_err());
 }

@@ -105,5 +105,7 @@ fn deepseek2_with_fused_kv_b_matches_transformers_dense() {
     let range = logit_range(&want);
     let err = max_abs_diff(&got, &want);
     eprintln!("deepseek2 + fused kv_b: max |Δlogit| {err:.3e} (range {range:.2})");
-    assert!(err <= 1e-3 * range, "max abs error {err}");
+    // Measured 3.10e-5 against transformers (medium_dense: every key attended), on every
+    // kernel family; bound 6e-5 as forward_fixture.rs DENSE_BOUND.
+    assert!(err <= 6e-5, "max abs error {err}");
 }

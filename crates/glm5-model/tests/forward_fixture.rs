@@ -20,6 +20,7 @@ struct CaseResult {
     name: String,
     n_tokens: usize,
     max_err: f32,
+    max_err_sparse: f32,
     range: f32,
 }
 
@@ -35,21 +36,8 @@ fn run_case(model: &mut Glm5<'_, CpuBackend>, case: &Value, dir: &Path) -> CaseR
     let got = model.forward(&ids, 0).unwrap();
     assert_eq!(got.len(), ids.len() * nv);
     let range = logit_range(&want);
-    let mut max_err = 0f32;
-    for (row, &p) in positions.iter().enumerate() {
-        let w = &want[row * nv..(row + 1) * nv];
-        let g = &got[p * nv..(p + 1) * nv];
-        max_err = max_err.max(max_abs_diff(w, g));
-        assert_eq!(
-            argmax(g),
-            argmax(w),
-            "{name}: argmax differs at position {p}"
-        );
-    }
-    assert!(
-        max_err <= 1e-3 * range,
-        "{name}: max abs logit error {max_err} > 1e-3 of the logit range {range}"
-    );
+    let (max_err, max_err_sparse) = compare_positions(&name, &got, &want, &positions, nv);
+    check_bounds(&name, max_err, max_err_sparse);
 
     // Greedy continuation through the KV cache, one token at a time.
     let want_new = ids_of(&case["greedy_new_tokens"]);
@@ -65,6 +53,7 @@ fn run_case(model: &mut Glm5<'_, CpuBackend>, case: &Value, dir: &Path) -> CaseR
         name,
         n_tokens: ids.len(),
         max_err,
+        max_err_sparse,
         range,
     }
 }
@@ -84,12 +73,8 @@ fn logits_and_greedy_match_transformers() {
         let mut model = Glm5::load(gguf, CpuBackend::new(), 4096).unwrap();
         let r = run_case(&mut model, case, &dir);
         eprintln!(
-            "{:>14}: {:>5} tokens, max |Δlogit| {:.3e} (range {:.2}, ratio {:.2e})",
-            r.name,
-            r.n_tokens,
-            r.max_err,
-            r.range,
-            r.max_err / r.range
+            "{:>14}: {:>5} tokens, max |Δlogit| {:.3e}, past {SPARSE_FROM}: {:.3e} (range {:.2})",
+            r.name, r.n_tokens, r.max_err, r.max_err_sparse, r.range
         );
         results.push(r);
     }
@@ -113,19 +98,70 @@ fn long_prompt_decoded_token_by_token_matches_transformers() {
     let ids = ids_of(&case["ids"]);
     let positions = usizes_of(&case["logit_positions"]);
     let (_, want) = read_npy_f32(&dir.join(case["logits_file"].as_str().unwrap()));
-    let range = logit_range(&want);
     let split = 2000;
     let mut got = model.forward(&ids[..split], 0).unwrap();
     for p in split..ids.len() {
         got.extend(model.forward(&ids[p..p + 1], p).unwrap());
     }
-    let mut max_err = 0f32;
+    let (dense, sparse) = compare_positions("long (prefill + decode)", &got, &want, &positions, nv);
+    eprintln!(
+        "long, prefill 2000 + decode: max |Δlogit| {dense:.3e} before 2048, {sparse:.3e} after"
+    );
+    check_bounds("long (prefill + decode)", dense, sparse);
+}
+
+/// Positions before this one attend to every visible key (index_topk 16 models select all of at
+/// most 16 keys only before position 16, but there every boundary gap is >= 2.8e-5 relative, so
+/// an fp32 engine selects exactly transformers' keys: fixtures/glm5/README.md). In the
+/// topk-2048 `long` case the top-2048 boundary sits among ~3000 closely spaced scores from here on.
+const SPARSE_FROM: usize = 2048;
+
+/// Bound on |Δlogit| where the indexer's selection is unambiguous: measured <= 3.34e-5 (medium,
+/// every kernel family: F32 matmuls use one summation order everywhere), bound 6e-5. An f16
+/// rounding of the latent cache moves these logits by ~1e-2 (llama.cpp's F16 cache, manifest
+/// `f16_kv_cache_vs_hf`), 150x the bound.
+const DENSE_BOUND: f32 = 6e-5;
+
+/// Bound past [`SPARSE_FROM`] in `long`: fp32 near-ties at the top-2048 boundary swap a few keys
+/// in any implementation with another summation order. The independent float64 NumPy forward
+/// (reference.json `independent_f64_check`) differs from transformers there by up to 1.42e-2;
+/// glint measured 9.93e-3. Bound 2.5e-2: the f64 reference's own distance with 1.75x margin.
+const SPARSE_BOUND: f32 = 2.5e-2;
+
+/// (max |Δ| before [`SPARSE_FROM`], max |Δ| from it on); argmax must agree everywhere.
+fn compare_positions(
+    name: &str,
+    got: &[f32],
+    want: &[f32],
+    positions: &[usize],
+    nv: usize,
+) -> (f32, f32) {
+    let (mut dense, mut sparse) = (0f32, 0f32);
     for (row, &p) in positions.iter().enumerate() {
         let w = &want[row * nv..(row + 1) * nv];
         let g = &got[p * nv..(p + 1) * nv];
-        max_err = max_err.max(max_abs_diff(w, g));
-        assert_eq!(argmax(g), argmax(w), "argmax differs at position {p}");
+        let e = max_abs_diff(w, g);
+        if p < SPARSE_FROM {
+            dense = dense.max(e);
+        } else {
+            sparse = sparse.max(e);
+        }
+        assert_eq!(
+            argmax(g),
+            argmax(w),
+            "{name}: argmax differs at position {p}"
+        );
     }
-    eprintln!("long, prefill 2000 + decode: max |Δlogit| {max_err:.3e} (range {range:.2})");
-    assert!(max_err <= 1e-3 * range, "max abs logit error {max_err}");
+    (dense, sparse)
+}
+
+fn check_bounds(name: &str, dense: f32, sparse: f32) {
+    assert!(
+        dense <= DENSE_BOUND,
+        "{name}: max |Δlogit| {dense} > {DENSE_BOUND} where all selections are unambiguous"
+    );
+    assert!(
+        sparse <= SPARSE_BOUND,
+        "{name}: max |Δlogit| {sparse} > {SPARSE_BOUND} past position {SPARSE_FROM}"
+    );
 }

@@ -66,5 +66,7 @@ fn fused_gate_up_experts_match_transformers() {
     let range = logit_range(&want);
     let err = max_abs_diff(&got, &want);
     eprintln!("fused gate_up experts: max |Δlogit| {err:.3e} (range {range:.2})");
-    assert!(err <= 1e-3 * range, "max abs error {err}");
+    // Same bound as forward_fixture.rs DENSE_BOUND: measured 3.34e-5 against transformers on
+    // every kernel family (the unfused file gives the same figure), bound 6e-5.
+    assert!(err <= 6e-5, "max abs error {err}");
 }

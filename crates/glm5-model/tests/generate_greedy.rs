@@ -28,6 +28,8 @@ fn greedy_generation_matches_transformers() {
             max_new_tokens: want.len(),
             sampler: SamplerConfig::greedy(),
             stop_at_eog: false,
+            // transformers' `greedy_text` is `decode` without skip_special_tokens.
+            print_special: true,
         };
         let mut streamed = String::new();
         let g = generate(&mut model, &tok, &prompt, &params, |s| streamed.push_str(s)).unwrap();

@@ -52,6 +52,9 @@ pub struct Args {
     /// Keep generating past end-of-generation tokens (fixed-length benchmarks).
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Print control tokens (`<|user|>`, ...) as text, like llama.cpp's `--special`.
+    #[arg(long)]
+    pub special: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +109,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             seed: args.seed,
         },
         stop_at_eog: !args.ignore_eos,
+        print_special: args.special,
     };
     // The KV cache is allocated for the whole context up front, so an oversized --ctx would be
     // a huge allocation rather than a clear error; 0 means the file does not say.

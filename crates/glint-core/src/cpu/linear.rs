@@ -1,18 +1,18 @@
-//! Matmul kernels of the CPU backend: GEMM through the `gemm` crate for F32 batches, and a
-//! row-parallel decode-then-dot kernel for everything else (and for single-token decode, where a
-//! GEMM's packing costs more than it saves).
+//! Matmul kernels of the CPU backend: glint-quant's quantized kernels for block types, and a
+//! row-parallel decode-then-dot kernel for float weights. Float rows use
+//! [`dot_f32_ordered`] for every batch size, so a token's result does not depend on how many
+//! tokens share the call (batch invariance) nor on the CPU, and equals llama.cpp's tinyBLAS.
 
 use std::cell::RefCell;
 
 use glint_gguf::GgmlType;
+use glint_quant::dot::dot_f32_ordered;
 use glint_quant::matmul::{MatmulScratch, QWeight};
 use rayon::prelude::*;
 
 use super::weight::CpuWeight;
 use crate::error::{need, CoreError, Result};
 
-/// Batches at least this large take the packed GEMM path for F32 weights.
-const GEMM_MIN_TOKENS: usize = 8;
 /// Output rows handled by one rayon task in the row-parallel kernel.
 const ROW_BLOCK: usize = 16;
 
@@ -49,25 +49,6 @@ impl SyncPtr {
     }
 }
 
-#[inline]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; 8];
-    let chunks = n / 8;
-    for c in 0..chunks {
-        let (x, y) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for i in chunks * 8..n {
-        s += a[i] * b[i];
-    }
-    s
-}
-
 /// `y[t·y_stride + r] = W_slice[r] · x[t·x_stride ..]` for rows of slice `slice` and `t < n`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_slice(
@@ -85,34 +66,6 @@ pub(crate) fn matmul_slice(
     }
     need("matmul", "x", (n - 1) * x_stride + cols, x.len())?;
     need("matmul", "y", (n - 1) * y_stride + rows, y.len())?;
-    if let (Some(wf), true) = (w.as_f32(), n >= GEMM_MIN_TOKENS) {
-        let wf = &wf[slice * rows * cols..(slice + 1) * rows * cols];
-        // dst (n × rows) = x (n × cols) · Wᵀ (cols × rows); Wᵀ[k][j] = W[j][k] at j·cols + k.
-        unsafe {
-            gemm::gemm(
-                n,
-                rows,
-                cols,
-                y.as_mut_ptr(),
-                1,
-                y_stride as isize,
-                false,
-                x.as_ptr(),
-                1,
-                x_stride as isize,
-                wf.as_ptr(),
-                cols as isize,
-                1,
-                0.0f32,
-                1.0f32,
-                false,
-                false,
-                false,
-                gemm::Parallelism::Rayon(rayon::current_num_threads()),
-            );
-        }
-        return Ok(());
-    }
     let yp = SyncPtr(y.as_mut_ptr());
     let f32_rows = w.as_f32();
     (0..rows.div_ceil(ROW_BLOCK))
@@ -134,7 +87,7 @@ pub(crate) fn matmul_slice(
                     }
                 };
                 for t in 0..n {
-                    let v = dot(wr, &x[t * x_stride..t * x_stride + cols]);
+                    let v = dot_f32_ordered(wr, &x[t * x_stride..t * x_stride + cols]);
                     // SAFETY: (t, r) pairs are disjoint across tasks and in bounds (checked above).
                     unsafe { *yp.get().add(t * y_stride + r) = v };
                 }

@@ -18,6 +18,7 @@ mod act;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod f32_order;
 mod scalar_float;
 mod scalar_iq;
 mod scalar_k;
@@ -32,6 +33,7 @@ use glint_gguf::GgmlType;
 use crate::error::QuantError;
 
 pub use act::{activation_bytes, quantize_activation};
+pub use f32_order::dot_f32_ordered;
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
 /// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).

@@ -76,8 +76,31 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
 }
 
 /// A random f16 scale of either sign and magnitude in [2^-10, 2^-4).
+/// Magnitudes of the f16 block scales of random weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scales {
+    /// 2^-10 .. 2^-4, like real weights.
+    Normal,
+    /// Every scale +0.0: the whole row is zero.
+    Zero,
+    /// f16 subnormals (2^-24 .. 2^-15).
+    Subnormal,
+    /// 2^6 .. 2^10: large but with products still far from f32 overflow.
+    Large,
+}
+
 fn scale_bits(rng: &mut Rng) -> u16 {
-    let mag = 2f32.powf(rng.uniform(-10.0, -4.0));
+    scale_bits_with(rng, Scales::Normal)
+}
+
+fn scale_bits_with(rng: &mut Rng, mode: Scales) -> u16 {
+    let (lo, hi) = match mode {
+        Scales::Normal => (-10.0, -4.0),
+        Scales::Zero => return 0,
+        Scales::Subnormal => (-24.0, -15.0),
+        Scales::Large => (6.0, 10.0),
+    };
+    let mag = 2f32.powf(rng.uniform(lo, hi));
     let s = if rng.next_u64() & 1 == 0 { mag } else { -mag };
     f16::from_f32(s).to_bits()
 }
@@ -85,6 +108,11 @@ fn scale_bits(rng: &mut Rng) -> u16 {
 /// `n` elements of random but valid weights of type `ty`: random quant bits with finite,
 /// moderate scales (random bytes in a scale field could be inf/NaN, which no quantizer writes).
 pub fn random_weights(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    random_weights_with(ty, n, rng, Scales::Normal)
+}
+
+/// [`random_weights`] with the f16 scale fields drawn as `mode` says (float types ignore it).
+pub fn random_weights_with(ty: GgmlType, n: usize, rng: &mut Rng, mode: Scales) -> Vec<u8> {
     let nb = n / ty.block_size();
     let bs = ty.type_size();
     let mut out = vec![0u8; nb * bs];
@@ -112,7 +140,7 @@ pub fn random_weights(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
     rng.fill(&mut out);
     for b in out.chunks_exact_mut(bs) {
         for &o in f16_fields(ty) {
-            b[o..o + 2].copy_from_slice(&scale_bits(rng).to_le_bytes());
+            b[o..o + 2].copy_from_slice(&scale_bits_with(rng, mode).to_le_bytes());
         }
         match ty {
             // E8M0 exponent kept near 1.0 so products stay finite.
@@ -125,7 +153,7 @@ pub fn random_weights(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
             }
             // The f16 super-scale lives in the top nibbles of the four u16 scale words.
             GgmlType::IQ1_M => {
-                let v = scale_bits(rng);
+                let v = scale_bits_with(rng, mode);
                 for i in 0..4 {
                     let hi = 48 + 2 * i + 1;
                     b[hi] = (b[hi] & 0x0f) | ((((v >> (4 * i)) & 0xf) as u8) << 4);
