@@ -1,6 +1,7 @@
 //! Expected strings come from CPython 3.11 (`repr`, `json.dumps`, `time.strftime`) and from
-//! Jinja2 3.1.6 (`trim_blocks`, `lstrip_blocks`, loopcontrols) rendering the same template; the real GLM template is checked against `transformers` in
-//! `tests/chat_hf.rs`.
+//! Jinja2 3.1.6 (`trim_blocks`, `lstrip_blocks`, loopcontrols) rendering the same template; the
+//! real GLM template is checked against `transformers` (`fixtures/glm5/chat_cases.json`) in
+//! `tests/tokenizer_hf.rs`.
 
 use super::*;
 
