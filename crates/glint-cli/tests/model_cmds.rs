@@ -130,6 +130,8 @@ fn greedy_generate_continues_like_transformers() {
         "--temp",
         "0",
         "--ignore-eos",
+        // transformers' greedy_text is decode() without skip_special_tokens.
+        "--special",
     ]);
     let out = stdout_ok(&o, "generate");
     // stdout: the prompt, the streamed continuation, a newline.
