@@ -7,12 +7,19 @@ use crate::tokenizer::{token_type, TokenizerSpec};
 
 /// Vocabulary: 0 "h", 1 "i", 2 "Ġ", 3 "Ã", 4 "©" (bytes C3 A9 = "é"), 5 "<|endoftext|>" (eos).
 fn tokenizer() -> Tokenizer {
-    let tokens: Vec<String> = ["h", "i", "Ġ", "Ã", "©", "<|endoftext|>"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    tokenizer_with(&[])
+}
+
+/// [`tokenizer`]'s vocabulary followed by `extra` (text, token type) entries.
+fn tokenizer_with(extra: &[(&str, i32)]) -> Tokenizer {
+    let base = ["h", "i", "Ġ", "Ã", "©", "<|endoftext|>"];
+    let mut tokens: Vec<String> = base.iter().map(|s| s.to_string()).collect();
     let mut token_types = vec![token_type::NORMAL; tokens.len()];
     token_types[5] = token_type::CONTROL;
+    for &(t, ty) in extra {
+        tokens.push(t.to_string());
+        token_types.push(ty);
+    }
     Tokenizer::from_spec(TokenizerSpec {
         model: "gpt2".into(),
         pre: "glm4".into(),
@@ -152,32 +159,10 @@ fn eos_can_be_ignored_for_fixed_length_runs() {
 /// Vocabulary of [`tokenizer`] plus 6 "[PAD6]" (UNUSED, as in GLM-5 files whose embedding has
 /// more rows than the tokenizer) and 7 "<|user|>" (CONTROL).
 fn padded_tokenizer() -> Tokenizer {
-    let tokens: Vec<String> = [
-        "h",
-        "i",
-        "Ġ",
-        "Ã",
-        "©",
-        "<|endoftext|>",
-        "[PAD6]",
-        "<|user|>",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut token_types = vec![token_type::NORMAL; tokens.len()];
-    token_types[5] = token_type::CONTROL;
-    token_types[6] = token_type::UNUSED;
-    token_types[7] = token_type::CONTROL;
-    Tokenizer::from_spec(TokenizerSpec {
-        model: "gpt2".into(),
-        pre: "glm4".into(),
-        tokens,
-        token_types,
-        eos: Some(5),
-        ..Default::default()
-    })
-    .unwrap()
+    tokenizer_with(&[
+        ("[PAD6]", token_type::UNUSED),
+        ("<|user|>", token_type::CONTROL),
+    ])
 }
 
 /// llama.cpp's `token_to_piece`: UNUSED prints nothing, CONTROL only with `--special`.
