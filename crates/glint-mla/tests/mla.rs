@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RopeMode};
 use glint_mla::{
-    forward, naive, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaScratch, MlaWeights,
-    QProj, Rope,
+    forward, split_kv_b, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaScratch,
+    MlaWeights, QProj, Rope,
 };
 
 const D: usize = 16;
@@ -80,7 +80,7 @@ fn bind<'a>(be: &CpuBackend, h: &Host, top_k: usize) -> MlaWeights<'a, CpuBacken
             .unwrap()
     };
     let qk = NOPE + ROPE;
-    let (k_b, v_b) = naive::split_kv_b(&h.kv_b, H, NOPE, V, KVL);
+    let (k_b, v_b) = split_kv_b(&h.kv_b, H, NOPE, V, KVL);
     MlaWeights {
         q: QProj::Lora {
             a: w("q_a", &[D, QL], &h.wqa),
@@ -168,6 +168,55 @@ fn rope_il(v: &mut [f32], pos: usize) {
     }
 }
 
+/// Decompressed multi-head attention (spec §2.5): per head, K = [W_UK·c ; k_pe] and V = W_UV·c
+/// from the fused `kv_b` (head-major rows `[W_UK_h; W_UV_h]`), softmax(q·K/√qk) over the keys
+/// `visible(s, t)` allows. Returns `[T × H × V]`.
+fn mha(
+    h: &Host,
+    q: &[f32],
+    ckv: &[f32],
+    kpe: &[f32],
+    visible: &dyn Fn(usize, usize) -> bool,
+) -> Vec<f32> {
+    let qk = NOPE + ROPE;
+    let t_n = ckv.len() / KVL;
+    let up = |hh: usize, row: usize, t: usize| -> f64 {
+        let w = &h.kv_b[(hh * (NOPE + V) + row) * KVL..][..KVL];
+        let c = &ckv[t * KVL..][..KVL];
+        w.iter().zip(c).map(|(&a, &b)| a as f64 * b as f64).sum()
+    };
+    let scale = 1.0 / (qk as f64).sqrt();
+    let mut out = vec![0f32; t_n * H * V];
+    for s in 0..t_n {
+        for hh in 0..H {
+            let qh = &q[(s * H + hh) * qk..][..qk];
+            let keys: Vec<usize> = (0..t_n).filter(|&t| visible(s, t)).collect();
+            let logits: Vec<f64> = keys
+                .iter()
+                .map(|&t| {
+                    let nope: f64 = (0..NOPE).map(|j| qh[j] as f64 * up(hh, j, t)).sum();
+                    let pe: f64 = (0..ROPE)
+                        .map(|j| qh[NOPE + j] as f64 * kpe[t * ROPE + j] as f64)
+                        .sum();
+                    (nope + pe) * scale
+                })
+                .collect();
+            let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = logits.iter().map(|x| (x - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for j in 0..V {
+                let o: f64 = keys
+                    .iter()
+                    .zip(&e)
+                    .map(|(&t, &p)| p / z * up(hh, NOPE + j, t))
+                    .sum();
+                out[(s * H + hh) * V + j] = o as f32;
+            }
+        }
+    }
+    out
+}
+
 /// Brute-force reference output `[T × D]` for inputs `a [T × D]` at positions 0..T.
 fn reference(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
     let t_n = a.len() / D;
@@ -223,20 +272,9 @@ fn reference(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
             sc.iter().take(top_k).map(|&(_, t)| t).collect()
         })
         .collect();
-    let o = naive::attention(
-        &q,
-        &ckv,
-        &kpe,
-        &h.kv_b,
-        H,
-        NOPE,
-        ROPE,
-        V,
-        KVL,
-        t_n,
-        1.0 / (qk as f32).sqrt(),
-        &|s, t| t <= s && selected[s].contains(&t),
-    );
+    let o = mha(h, &q, &ckv, &kpe, &|s, t| {
+        t <= s && selected[s].contains(&t)
+    });
     (0..t_n)
         .flat_map(|t| lin(&h.wo, &o[t * H * V..(t + 1) * H * V], D))
         .collect()
@@ -317,21 +355,27 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 const T: usize = 9;
 
+/// f32 engine against the f64 reference above: measured 3.6e-7 (dense) and 2.4e-7 (sparse) with
+/// every `GLINT_CPU_KERNEL`, outputs of magnitude ~1. One f16 rounding of the latent cache
+/// (~5e-4 relative) would exceed it.
+const REF_BOUND: f32 = 2e-6;
+
 fn inputs() -> Vec<f32> {
     Rng(77).vec(T * D, 1.0)
 }
 
 #[test]
-fn absorbed_equals_naive_dense() {
+fn absorbed_equals_reference_dense() {
     // top_k >= T: every visible key is selected (the indexer only fills its cache).
     let h = host_weights(1);
     let a = inputs();
     let d = max_diff(&run_prefill(&h, &a, 64), &reference(&h, &a, 64));
-    assert!(d < 1e-4, "max diff {d}");
+    eprintln!("max diff {d:.3e}");
+    assert!(d < REF_BOUND, "max diff {d}");
 }
 
 #[test]
-fn absorbed_equals_naive_with_sparse_selection() {
+fn absorbed_equals_reference_with_sparse_selection() {
     // top_k = 3 < T: queries past position 2 attend to the indexer's 3 best keys only.
     let h = host_weights(2);
     let a = inputs();
@@ -340,7 +384,8 @@ fn absorbed_equals_naive_with_sparse_selection() {
     // The selection must actually change the result, or this test proves nothing.
     assert!(max_diff(&sparse, &dense) > 1e-3);
     let d = max_diff(&run_prefill(&h, &a, 3), &sparse);
-    assert!(d < 1e-4, "max diff {d}");
+    eprintln!("max diff {d:.3e}");
+    assert!(d < REF_BOUND, "max diff {d}");
 }
 
 #[test]
@@ -349,7 +394,9 @@ fn decode_one_at_a_time_equals_prefill() {
         let h = host_weights(3);
         let a = inputs();
         let d = max_diff(&run_decode(&h, &a, top_k), &run_prefill(&h, &a, top_k));
-        assert!(d < 1e-5, "top_k {top_k}: max diff {d}");
+        eprintln!("top_k {top_k}: decode vs prefill max diff {d:.3e}");
+        // The same f32 arithmetic in another batch shape; measured <= 8.9e-8 with every kernel.
+        assert!(d < 1e-6, "top_k {top_k}: max diff {d}");
     }
 }
 

@@ -140,7 +140,7 @@ fn attention<'a, B: Backend>(
     let vb_dims = [c.kv_lora, c.v_dim, h];
     let (k_b, v_b) = if !b.has(&kb_name) && b.has(&kvb_name) {
         let kv_b = b.host_f32(&kvb_name, &[c.kv_lora, h * (c.nope + c.v_dim)])?;
-        let (k, v) = glint_mla::naive::split_kv_b(&kv_b, h, c.nope, c.v_dim, c.kv_lora);
+        let (k, v) = glint_mla::split_kv_b(&kv_b, h, c.nope, c.v_dim, c.kv_lora);
         (
             b.owned_f32(&kb_name, &kb_dims, k)?,
             b.owned_f32(&vb_name, &vb_dims, v)?,
