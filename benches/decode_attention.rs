@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use glint_core::{AttnParams, Backend, CpuBackend, IndexerParams};
+use glint_core::{AttnParams, Backend, CpuBackend, IndexerParams, Pages};
 use glint_gguf::GgmlType;
 use glint_quant::{matmul, MatmulScratch, QWeight};
 use rayon::prelude::*;
@@ -213,6 +213,16 @@ fn bench(c: &mut Criterion) {
         let cache = random_f32(n_kv * DK, 10 + n_kv as u64);
         let keys = random_f32(n_kv * IDX_DIM, 20 + n_kv as u64);
         let pos = vec![(n_kv - 1) as u32];
+        // One sequence whose blocks are consecutive, as a fresh pool hands them out.
+        let block_size = 64;
+        let tables: Vec<u32> = (0..n_kv.div_ceil(block_size) as u32).collect();
+        let token_seq = vec![0u32];
+        let pages = Pages {
+            tables: &tables,
+            token_seq: &token_seq,
+            max_blocks: tables.len(),
+            block_size,
+        };
         let mut scores = vec![0f32; n_kv];
         let mut sel = vec![0u32; TOP_K];
         let attn = |n_selected| AttnParams {
@@ -233,7 +243,7 @@ fn bench(c: &mut Criterion) {
             };
             timed(c, secs, &format!("indexer/{n_kv}"), || {
                 pool.install(|| {
-                    be.indexer_scores(&iq, &iw, &keys, &pos, &ip, &mut scores)
+                    be.indexer_scores(&iq, &iw, &keys, &pos, &pages, &ip, &mut scores)
                         .expect("indexer_scores")
                 })
             });
@@ -242,14 +252,14 @@ fn bench(c: &mut Criterion) {
             });
             timed(c, secs, &format!("sparse/{n_kv}"), || {
                 pool.install(|| {
-                    be.mla_attention(&q, &cache, &pos, Some(&sel), &attn(TOP_K), &mut out)
+                    be.mla_attention(&q, &cache, &pos, &pages, Some(&sel), &attn(TOP_K), &mut out)
                         .expect("sparse mla_attention")
                 })
             });
         }
         timed(c, secs, &format!("dense/{n_kv}"), || {
             pool.install(|| {
-                be.mla_attention(&q, &cache, &pos, None, &attn(0), &mut out)
+                be.mla_attention(&q, &cache, &pos, &pages, None, &attn(0), &mut out)
                     .expect("dense mla_attention")
             })
         });

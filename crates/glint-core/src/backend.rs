@@ -7,7 +7,12 @@
 //! * buffers may be longer than the op needs (they are reused across batches); ops read and write
 //!   only the prefix they are told about;
 //! * a weight is a GGUF tensor `{ne0 = cols, ne1 = rows, ne2 = slices}`: row `r` of slice `e` holds
-//!   `cols` values, and a linear layer computes `y[r] = Σ_c W[r][c]·x[c]`.
+//!   `cols` values, and a linear layer computes `y[r] = Σ_c W[r][c]·x[c]`;
+//! * sizes in op arguments are what the host knows before the step (token counts, capacities);
+//!   what changes per step (ids, positions, cache slots, block tables) lives in device buffers
+//!   written with `write_ids` before the step, so a recorded step (a CUDA graph) stays valid;
+//! * ids in device buffers are the caller's check (the host validates them before writing);
+//!   a backend only promises memory safety for ids that are out of range.
 
 use std::borrow::Cow;
 
@@ -41,6 +46,11 @@ pub trait Backend: Send + Sync {
     fn alloc_ids(&self, len: usize) -> Result<Self::Ids>;
     /// Copies the first `out.len()` ids of `ids` to the host.
     fn download_ids(&self, ids: &Self::Ids, out: &mut [u32]) -> Result<()>;
+    /// Overwrites the first `host.len()` floats of an existing buffer (no allocation).
+    fn write(&self, buf: &mut Self::Buf, host: &[f32]) -> Result<()>;
+    /// Overwrites the first `host.len()` ids of an existing id buffer: how per-step values (token
+    /// ids, positions, slots, block tables) reach the device without new allocations.
+    fn write_ids(&self, ids: &mut Self::Ids, host: &[u32]) -> Result<()>;
     /// Binds a GGUF tensor. `dims` is in GGUF order (`ne0` first). Validates the byte length.
     fn upload_weight<'a>(
         &self,
@@ -115,8 +125,6 @@ pub trait Backend: Send + Sync {
         inv_freq: &Self::Buf,
         p: &RopeParams,
     ) -> Result<()>;
-    /// Numerically stable softmax of each of `rows` rows of width `n`, in place.
-    fn softmax(&self, x: &mut Self::Buf, rows: usize, n: usize) -> Result<()>;
     /// `out[i] = silu(gate[i])·up[i]` for `i < n` (SwiGLU, in f32).
     fn silu_mul(
         &self,
@@ -144,6 +152,26 @@ pub trait Backend: Send + Sync {
         cols: usize,
     ) -> Result<()>;
 
+    /// Scatter: row `i < n` of `src [n × dim]` goes to row `slots[i]` of `dst`. Cache writes
+    /// are this op, so where a token lands is device data, not an op argument.
+    fn set_rows(
+        &self,
+        src: &Self::Buf,
+        dim: usize,
+        slots: &Self::Ids,
+        n: usize,
+        dst: &mut Self::Buf,
+    ) -> Result<()>;
+    /// Gather: row `i < n` of `dst` is row `rows[i]` of `src [· × dim]`.
+    fn gather_rows(
+        &self,
+        src: &Self::Buf,
+        dim: usize,
+        rows: &Self::Ids,
+        n: usize,
+        dst: &mut Self::Buf,
+    ) -> Result<()>;
+
     // ---- coarse fused ops -------------------------------------------------------------------
     /// MoE routing for `n_tokens` rows of router logits `[n × n_expert]`: gating function,
     /// selection bias, group-limited top-k, renormalisation and scaling. Writes
@@ -168,9 +196,10 @@ pub trait Backend: Send + Sync {
         out: &mut Self::Buf,
     ) -> Result<()>;
     /// DSA lightning-indexer scores `out [n × n_kv]`:
-    /// `out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t])` for `t ≤ pos[s]`, `−∞` otherwise.
-    /// `q` is `[n × n_heads × head_dim]`, `w` is `[n × n_heads]` (already scaled), `keys` the
-    /// indexer cache `[≥ n_kv × head_dim]`.
+    /// `out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t])` for `t ≤ pos[s]`, `−∞` otherwise, where
+    /// `k[t]` is logical key `t` of token `s`'s sequence, found through `pages` in the paged
+    /// indexer-key pool `keys [rows × head_dim]`. `q` is `[n × n_heads × head_dim]`, `w`
+    /// `[n × n_heads]` (already scaled); `p.n_kv` is the step's key capacity.
     #[allow(clippy::too_many_arguments)]
     fn indexer_scores(
         &self,
@@ -178,11 +207,51 @@ pub trait Backend: Send + Sync {
         w: &Self::Buf,
         keys: &Self::Buf,
         positions: &Self::Ids,
+        pages: &Pages<'_, Self>,
         p: &IndexerParams,
         out: &mut Self::Buf,
     ) -> Result<()>;
-    /// Indices of the `k` largest values of each of `rows` rows of width `n` (`k ≤ n`), in
-    /// descending order of value; ties go to the lower index.
+    /// Floats of scratch [`Self::indexer_select`] needs for `n_tokens` queries over `n_kv`
+    /// keys: the score matrix of the default body. A fused backend returns 0.
+    fn indexer_scratch_len(&self, n_tokens: usize, n_kv: usize) -> usize {
+        n_tokens * n_kv
+    }
+    /// Fusion point: the `top_k` logical key indices of each query by indexer score
+    /// (`out [n × top_k]`, order unspecified). The default scores into `scratch`
+    /// (`indexer_scratch_len` floats) and takes `top_k`; a GPU fuses both without the matrix.
+    #[allow(clippy::too_many_arguments)]
+    fn indexer_select(
+        &self,
+        q: &Self::Buf,
+        w: &Self::Buf,
+        keys: &Self::Buf,
+        positions: &Self::Ids,
+        pages: &Pages<'_, Self>,
+        p: &IndexerParams,
+        top_k: usize,
+        scratch: &mut Self::Buf,
+        out: &mut Self::Ids,
+    ) -> Result<()> {
+        self.indexer_scores(q, w, keys, positions, pages, p, scratch)?;
+        self.top_k(scratch, p.n_tokens, p.n_kv, top_k, out)
+    }
+    /// Fusion point: per-head batched product `y[t][h] = W[h] · x[t][h]` over a 3-D weight
+    /// `{cols, rows, n_heads}`. The default is `mul_mat_id` with `head_ids` (`[n × n_heads]`,
+    /// `h` at every `t·n_heads + h`), which a fused backend does not need to read.
+    #[allow(clippy::too_many_arguments)]
+    fn per_head_matmul(
+        &self,
+        w: &Self::Weight<'_>,
+        head_ids: &Self::Ids,
+        n_heads: usize,
+        x: &Self::Buf,
+        n_tokens: usize,
+        y: &mut Self::Buf,
+    ) -> Result<()> {
+        self.mul_mat_id(w, head_ids, n_heads, x, true, n_tokens, y)
+    }
+    /// Indices of the `k` largest values of each of `rows` rows of width `n` (`k ≤ n`), in an
+    /// unspecified order; the set is deterministic, with ties going to the lower index.
     fn top_k(
         &self,
         x: &Self::Buf,
@@ -191,17 +260,34 @@ pub trait Backend: Send + Sync {
         k: usize,
         ids: &mut Self::Ids,
     ) -> Result<()>;
-    /// Absorbed-MLA attention: MQA over the latent cache. `q` is `[n × n_heads × dk]`, `cache`
-    /// `[≥ n_kv × dk]` (one shared K row per token; V = its first `dv` values), output
-    /// `[n × n_heads × dv]`. Query `s` sees key `t` iff `t ≤ positions[s]` and, when `selected`
-    /// is given (`[n × p.n_selected]` key indices), `t` is among its selected keys.
+    /// Absorbed-MLA attention: MQA over the paged latent pool `cache [rows × dk]` (one shared K
+    /// row per token; V = its first `dv` values), output `[n × n_heads × dv]`; `q` is
+    /// `[n × n_heads × dk]`. Query `s` sees logical key `t` of its sequence (row found through
+    /// `pages`) iff `t ≤ positions[s]` and, when `selected` is given (`[n × p.n_selected]`
+    /// logical key indices), `t` is among its selected keys. A query that sees at most
+    /// `n_selected` keys attends to all of them in order (the selection would pick them all),
+    /// so its result does not depend on what else is in the step.
+    #[allow(clippy::too_many_arguments)]
     fn mla_attention(
         &self,
         q: &Self::Buf,
         cache: &Self::Buf,
         positions: &Self::Ids,
+        pages: &Pages<'_, Self>,
         selected: Option<&Self::Ids>,
         p: &AttnParams,
         out: &mut Self::Buf,
     ) -> Result<()>;
+}
+
+/// Where each token's keys live in a paged pool: logical key `t` of the sequence of token `s`
+/// is pool row `tables[seq·max_blocks + t / block_size]·block_size + t % block_size`, with
+/// `seq = token_seq[s]`.
+pub struct Pages<'a, B: Backend + ?Sized> {
+    /// `[n_seqs × max_blocks]` physical block ids, one row per sequence of the step.
+    pub tables: &'a B::Ids,
+    /// `[n_tokens]` the sequence (row of `tables`) of each token.
+    pub token_seq: &'a B::Ids,
+    pub max_blocks: usize,
+    pub block_size: usize,
 }

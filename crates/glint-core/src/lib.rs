@@ -7,7 +7,7 @@ pub mod error;
 pub mod params;
 pub mod rope;
 
-pub use backend::Backend;
+pub use backend::{Backend, Pages};
 pub use cpu::{CpuBackend, CpuWeight};
 pub use error::{CoreError, Result};
 pub use glint_gguf::GgmlType;

@@ -1,42 +1,118 @@
-//! The latent KV cache: per layer, one `kv_lora + rope` row per token (normalised latent and
-//! rotated shared rope key; V is a view of the latent part) and, for DSA layers, one indexer key
-//! row per token. Buffers are allocated once for the whole context so decode never allocates.
+//! The paged latent cache: per layer, a pool of fixed-size blocks of `kv_lora + rope` rows
+//! (normalised latent and rotated shared rope key; V is a view of the latent part) and, for DSA
+//! layers, of indexer key rows. A sequence owns a block table; attention and the indexer read
+//! through it. The pool is allocated once, so no step allocates, and many sequences share it.
 
 use glint_core::Backend;
 
 use crate::error::{MlaError, Result};
 
-pub struct LayerCache<B: Backend> {
-    /// `[ctx_len × (kv_lora + rope)]`.
+/// One layer's share of the pool.
+pub struct PoolLayer<B: Backend> {
+    /// `[n_blocks·block_size × (kv_lora + rope)]`.
     pub latent: B::Buf,
-    /// `[ctx_len × indexer head_dim]` for layers with an indexer.
+    /// `[n_blocks·block_size × indexer head_dim]` for layers with an indexer.
     pub index_k: Option<B::Buf>,
 }
 
-pub struct MlaCache<B: Backend> {
-    pub layers: Vec<LayerCache<B>>,
-    len: usize,
-    ctx_len: usize,
+/// Which blocks are free, and how many owners each used block has (blocks shared by prefix
+/// caching are freed when the last owner lets go).
+#[derive(Debug, Clone)]
+pub struct BlockAllocator {
+    refs: Vec<u32>,
+    /// Free block ids, the lowest on top, so a fresh pool hands out consecutive blocks.
+    free: Vec<u32>,
 }
 
-impl<B: Backend> MlaCache<B> {
-    /// `index_dims[l]` is the indexer key width of layer `l` (None for layers without indexer).
+impl BlockAllocator {
+    pub fn new(n_blocks: usize) -> Self {
+        Self {
+            refs: vec![0; n_blocks],
+            free: (0..n_blocks as u32).rev().collect(),
+        }
+    }
+    pub fn n_blocks(&self) -> usize {
+        self.refs.len()
+    }
+    pub fn n_free(&self) -> usize {
+        self.free.len()
+    }
+    /// `n` blocks, or an error and no change when fewer are free.
+    pub fn alloc(&mut self, n: usize) -> Result<Vec<u32>> {
+        if n > self.free.len() {
+            return Err(MlaError::PoolExhausted {
+                needed: n,
+                free: self.free.len(),
+                total: self.refs.len(),
+            });
+        }
+        let got = self.free.split_off(self.free.len() - n);
+        let got: Vec<u32> = got.into_iter().rev().collect();
+        for &b in &got {
+            self.refs[b as usize] = 1;
+        }
+        Ok(got)
+    }
+    /// One more owner of a used block.
+    pub fn retain(&mut self, b: u32) {
+        debug_assert!(self.refs[b as usize] > 0, "retain of free block {b}");
+        self.refs[b as usize] += 1;
+    }
+    /// One owner fewer; the block is free again when none is left.
+    pub fn release(&mut self, b: u32) {
+        let r = &mut self.refs[b as usize];
+        debug_assert!(*r > 0, "release of free block {b}");
+        *r = r.saturating_sub(1);
+        if *r == 0 {
+            self.free.push(b);
+        }
+    }
+    pub fn ref_count(&self, b: u32) -> u32 {
+        self.refs[b as usize]
+    }
+}
+
+/// A sequence's place in the pool: its block table and how many positions hold valid rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeqCache {
+    pub blocks: Vec<u32>,
+    /// Positions `0..len` are cached.
+    pub len: usize,
+}
+
+/// The latent (+ indexer key) pool of every layer.
+pub struct KvPool<B: Backend> {
+    pub layers: Vec<PoolLayer<B>>,
+    pub blocks: BlockAllocator,
+    block_size: usize,
+    row: usize,
+}
+
+impl<B: Backend> KvPool<B> {
+    /// A pool of `n_blocks` blocks of `block_size` tokens; `index_dims[l]` is the indexer key
+    /// width of layer `l` (None for layers without indexer). Sizes that overflow are an error
+    /// naming them, not an abort.
     pub fn new(
         backend: &B,
-        ctx_len: usize,
+        n_blocks: usize,
+        block_size: usize,
         row: usize,
         index_dims: &[Option<usize>],
     ) -> Result<Self> {
+        if block_size == 0 {
+            return Err(MlaError::BadPool("block size 0".into()));
+        }
+        let rows = n_blocks
+            .checked_mul(block_size)
+            .ok_or_else(|| MlaError::BadPool(format!("{n_blocks} blocks of {block_size}")))?;
         let size = |w: usize| {
-            ctx_len.checked_mul(w).ok_or(MlaError::ContextOverflow {
-                needed: ctx_len,
-                ctx_len: usize::MAX / w.max(1),
-            })
+            rows.checked_mul(w)
+                .ok_or_else(|| MlaError::BadPool(format!("{rows} rows of {w} floats")))
         };
         let layers = index_dims
             .iter()
             .map(|d| {
-                Ok(LayerCache {
+                Ok(PoolLayer {
                     latent: backend.alloc(size(row)?)?,
                     index_k: match d {
                         Some(d) => Some(backend.alloc(size(*d)?)?),
@@ -47,45 +123,41 @@ impl<B: Backend> MlaCache<B> {
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             layers,
-            len: 0,
-            ctx_len,
+            blocks: BlockAllocator::new(n_blocks),
+            block_size,
+            row,
         })
     }
 
-    /// Tokens currently cached.
-    pub fn len(&self) -> usize {
-        self.len
+    pub fn block_size(&self) -> usize {
+        self.block_size
     }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// Width of a latent row (kv_lora + rope).
+    pub fn row(&self) -> usize {
+        self.row
     }
-    pub fn ctx_len(&self) -> usize {
-        self.ctx_len
-    }
-    pub fn reset(&mut self) {
-        self.len = 0;
+    /// Tokens the whole pool holds.
+    pub fn capacity(&self) -> usize {
+        self.blocks.n_blocks() * self.block_size
     }
 
-    /// Checks that `n` tokens at `start` fit and continue the cache (a `start` below the current
-    /// length rewinds: later rows are simply overwritten). Call before running the layers.
-    pub fn check_append(&self, start: usize, n: usize) -> Result<()> {
-        if start > self.len {
-            return Err(MlaError::Gap {
-                start,
-                len: self.len,
-            });
-        }
-        if start + n > self.ctx_len {
-            return Err(MlaError::ContextOverflow {
-                needed: start + n,
-                ctx_len: self.ctx_len,
-            });
+    /// Grows `seq`'s block table to hold `n_tokens` positions. On error (pool exhausted) `seq`
+    /// and the pool are unchanged, so the caller can wait or preempt another sequence.
+    pub fn reserve(&mut self, seq: &mut SeqCache, n_tokens: usize) -> Result<()> {
+        let need = n_tokens.div_ceil(self.block_size);
+        if need > seq.blocks.len() {
+            let more = self.blocks.alloc(need - seq.blocks.len())?;
+            seq.blocks.extend(more);
         }
         Ok(())
     }
 
-    /// Records that rows `..start + n` are valid (after every layer wrote them).
-    pub fn commit(&mut self, start: usize, n: usize) {
-        self.len = start + n;
+    /// Returns every block of `seq` to the pool and empties it.
+    pub fn release(&mut self, seq: &mut SeqCache) {
+        for &b in &seq.blocks {
+            self.blocks.release(b);
+        }
+        seq.blocks.clear();
+        seq.len = 0;
     }
 }

@@ -7,8 +7,9 @@
 
 use glint_core::{AttnParams, Backend, IndexerParams, RopeMode, RopeParams};
 
-use crate::cache::LayerCache;
-use crate::error::Result;
+use crate::cache::PoolLayer;
+use crate::error::{MlaError, Result};
+use crate::plan::StepInputs;
 
 /// Static shape of an MLA layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,102 +87,94 @@ pub struct MlaWeights<'a, B: Backend + 'a> {
     pub indexer: Option<IndexerWeights<'a, B>>,
 }
 
-/// Per-batch inputs shared by all layers.
-pub struct Batch<B: Backend> {
-    pub n: usize,
-    /// Absolute position of the first token (= its cache row).
-    pub start: usize,
-    /// `[n]` absolute positions.
-    pub positions: B::Ids,
-    /// `[n × n_heads]` head indices, for the per-head batched products.
-    pub head_ids: B::Ids,
-}
-
-impl<B: Backend> Batch<B> {
-    pub fn new(backend: &B, start: usize, n: usize, n_heads: usize) -> Result<Self> {
-        let pos: Vec<u32> = (start..start + n).map(|p| p as u32).collect();
-        let heads: Vec<u32> = (0..n * n_heads).map(|i| (i % n_heads) as u32).collect();
-        Ok(Self {
-            n,
-            start,
-            positions: backend.upload_ids(&pos)?,
-            head_ids: backend.upload_ids(&heads)?,
-        })
-    }
-}
-
-/// Work buffers of one layer call, kept between calls (and shared by all layers) so decode does
-/// not allocate. Buffers only grow; ops use the prefix they need.
+/// Work buffers of a layer call, sized once for the step's limits and shared by all layers, so
+/// no step allocates. Names say what each holds for `n` step tokens.
 pub struct MlaScratch<B: Backend> {
+    /// `[n × H × (nope + rope)]` queries after `attn_q_b` (and RoPE).
     q: B::Buf,
-    qa: B::Buf,
-    cq: B::Buf,
-    kv: B::Buf,
-    raw: B::Buf,
-    ckv: B::Buf,
-    kpe: B::Buf,
-    qn: B::Buf,
-    qt: B::Buf,
-    qfull: B::Buf,
-    olat: B::Buf,
-    oh: B::Buf,
-    ik_raw: B::Buf,
-    ik: B::Buf,
-    iq: B::Buf,
-    iw: B::Buf,
-    scores: B::Buf,
-    sel: B::Ids,
-    sel_len: usize,
+    /// `[n × q_lora]` `attn_q_a` output, and its RMS-normalised form (the indexer reads it too).
+    q_lora_raw: B::Buf,
+    q_lora: B::Buf,
+    /// `[n × (kv_lora + rope)]` `attn_kv_a` output, turned in place into the new cache rows.
+    kv_rows: B::Buf,
+    /// `[n × kv_lora]` the latent part before and after its RMSNorm.
+    kv_raw: B::Buf,
+    kv_normed: B::Buf,
+    /// `[n × H × nope]`, `[n × H × kv_lora]`: q_nope and `W_UK_hᵀ q_nope`.
+    q_nope: B::Buf,
+    q_absorbed: B::Buf,
+    /// `[n × H × (kv_lora + rope)]` the MQA query over cache rows.
+    q_mqa: B::Buf,
+    /// `[n × H × kv_lora]` attention output in latent space, `[n × H × v_dim]` after `W_UV`.
+    o_latent: B::Buf,
+    o_heads: B::Buf,
+    /// Indexer: `[n × head_dim]` key projection and its normalised, rotated form; `[n × Hi ×
+    /// head_dim]` queries; `[n × Hi]` head weights; the backend's selection scratch.
+    index_k_raw: B::Buf,
+    index_k: B::Buf,
+    index_q: B::Buf,
+    index_w: B::Buf,
+    index_scratch: B::Buf,
+    /// `[n × top_k]` selected logical key positions.
+    selected: B::Ids,
+    max_tokens: usize,
+    index_scratch_len: usize,
     last_selected: Option<usize>,
 }
 
-/// Grows `buf` to at least `len` floats.
-pub fn ensure<B: Backend>(be: &B, buf: &mut B::Buf, len: usize) -> Result<()> {
-    if be.buf_len(buf) < len {
-        *buf = be.alloc(len)?;
-    }
-    Ok(())
-}
-
 impl<B: Backend> MlaScratch<B> {
-    pub fn new(be: &B) -> Result<Self> {
-        let e = || be.alloc(0);
+    /// Buffers for up to `max_tokens` tokens per step over at most `kv_capacity` keys.
+    pub fn new(
+        be: &B,
+        d: &MlaDims,
+        indexer: Option<&IndexerDims>,
+        max_tokens: usize,
+        kv_capacity: usize,
+    ) -> Result<Self> {
+        let n = max_tokens;
+        let h = d.n_heads;
+        let a = |len: usize| be.alloc(len);
+        let (hi, di, k) = indexer.map_or((0, 0, 0), |x| (x.n_heads, x.head_dim, x.top_k));
+        let index_scratch_len = if indexer.is_some() {
+            be.indexer_scratch_len(n, kv_capacity)
+        } else {
+            0
+        };
         Ok(Self {
-            q: e()?,
-            qa: e()?,
-            cq: e()?,
-            kv: e()?,
-            raw: e()?,
-            ckv: e()?,
-            kpe: e()?,
-            qn: e()?,
-            qt: e()?,
-            qfull: e()?,
-            olat: e()?,
-            oh: e()?,
-            ik_raw: e()?,
-            ik: e()?,
-            iq: e()?,
-            iw: e()?,
-            scores: e()?,
-            sel: be.alloc_ids(0)?,
-            // `sel_len` tracks the ids capacity: Ids have no length query on the trait.
-            sel_len: 0,
+            q: a(n * h * d.qk_dim())?,
+            q_lora_raw: a(n * d.q_lora)?,
+            q_lora: a(n * d.q_lora)?,
+            kv_rows: a(n * d.row())?,
+            kv_raw: a(n * d.kv_lora)?,
+            kv_normed: a(n * d.kv_lora)?,
+            q_nope: a(n * h * d.nope)?,
+            q_absorbed: a(n * h * d.kv_lora)?,
+            q_mqa: a(n * h * d.row())?,
+            o_latent: a(n * h * d.kv_lora)?,
+            o_heads: a(n * h * d.v_dim)?,
+            index_k_raw: a(n * di)?,
+            index_k: a(n * di)?,
+            index_q: a(n * hi * di)?,
+            index_w: a(n * hi)?,
+            index_scratch: a(index_scratch_len)?,
+            selected: be.alloc_ids(n * k)?,
+            max_tokens,
+            index_scratch_len,
             last_selected: None,
         })
     }
 
-    /// The key indices the indexer selected in the most recent layer call (`[n × k]`, `k`
+    /// The key positions the indexer selected in the most recent layer call (`[n × k]`, `k`
     /// returned alongside), or None when that call attended to every visible key. For tests and
     /// debugging (comparing selections with another implementation).
     pub fn selection(&self) -> Option<(&B::Ids, usize)> {
-        self.last_selected.map(|k| (&self.sel, k))
+        self.last_selected.map(|k| (&self.selected, k))
     }
 }
 
-/// Runs attention for the batch: `a` is the attn-normed hidden state `[n × d_model]`; writes the
-/// attention output (after `attn_output`) to `out [n × d_model]`. Appends this batch's latent
-/// rows (and indexer keys) to `cache` at rows `batch.start..`.
+/// Runs attention for the step: `a` is the attn-normed hidden state `[n × d_model]`; writes the
+/// attention output (after `attn_output`) to `out [n × d_model]`. Writes the step's latent rows
+/// (and indexer keys) into the pool at the step's slots.
 #[allow(clippy::too_many_arguments)]
 pub fn forward<B: Backend>(
     be: &B,
@@ -189,12 +182,19 @@ pub fn forward<B: Backend>(
     d: &MlaDims,
     rope: &Rope<B>,
     a: &B::Buf,
-    batch: &Batch<B>,
-    cache: &mut LayerCache<B>,
+    step: &StepInputs<B>,
+    pool: &mut PoolLayer<B>,
     sc: &mut MlaScratch<B>,
     out: &mut B::Buf,
 ) -> Result<()> {
-    let n = batch.n;
+    let n = step.n;
+    if n > sc.max_tokens {
+        return Err(MlaError::Scratch {
+            what: "step tokens",
+            needed: n,
+            capacity: sc.max_tokens,
+        });
+    }
     let h = d.n_heads;
     let qk = d.qk_dim();
     let row = d.row();
@@ -209,14 +209,11 @@ pub fn forward<B: Backend>(
     };
 
     // Queries.
-    ensure(be, &mut sc.q, n * h * qk)?;
-    let has_cq = match &w.q {
+    let has_q_lora = match &w.q {
         QProj::Lora { a: qa, norm, b } => {
-            ensure(be, &mut sc.qa, n * d.q_lora)?;
-            ensure(be, &mut sc.cq, n * d.q_lora)?;
-            be.matmul(qa, a, n, &mut sc.qa)?;
-            be.rms_norm(&sc.qa, norm, n, d.q_lora, d.eps, &mut sc.cq)?;
-            be.matmul(b, &sc.cq, n, &mut sc.q)?;
+            be.matmul(qa, a, n, &mut sc.q_lora_raw)?;
+            be.rms_norm(&sc.q_lora_raw, norm, n, d.q_lora, d.eps, &mut sc.q_lora)?;
+            be.matmul(b, &sc.q_lora, n, &mut sc.q)?;
             true
         }
         QProj::Direct(wq) => {
@@ -226,59 +223,57 @@ pub fn forward<B: Backend>(
     };
     be.rope(
         &mut sc.q,
-        &batch.positions,
+        &step.positions,
         &rope.inv_freq,
         &rp(h, qk, d.nope),
     )?;
 
-    // Latent KV for the new tokens -> cache rows.
-    ensure(be, &mut sc.kv, n * row)?;
-    ensure(be, &mut sc.raw, n * d.kv_lora)?;
-    ensure(be, &mut sc.ckv, n * d.kv_lora)?;
-    ensure(be, &mut sc.kpe, n * d.rope)?;
-    be.matmul(&w.kv_a, a, n, &mut sc.kv)?;
-    be.copy2d(&sc.kv, 0, row, &mut sc.raw, 0, d.kv_lora, n, d.kv_lora)?;
-    be.rms_norm(&sc.raw, &w.kv_a_norm, n, d.kv_lora, d.eps, &mut sc.ckv)?;
-    be.copy2d(&sc.kv, d.kv_lora, row, &mut sc.kpe, 0, d.rope, n, d.rope)?;
+    // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
+    be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
+    be.copy2d(
+        &sc.kv_rows,
+        0,
+        row,
+        &mut sc.kv_raw,
+        0,
+        d.kv_lora,
+        n,
+        d.kv_lora,
+    )?;
+    be.rms_norm(
+        &sc.kv_raw,
+        &w.kv_a_norm,
+        n,
+        d.kv_lora,
+        d.eps,
+        &mut sc.kv_normed,
+    )?;
+    be.copy2d(
+        &sc.kv_normed,
+        0,
+        d.kv_lora,
+        &mut sc.kv_rows,
+        0,
+        row,
+        n,
+        d.kv_lora,
+    )?;
     be.rope(
-        &mut sc.kpe,
-        &batch.positions,
+        &mut sc.kv_rows,
+        &step.positions,
         &rope.inv_freq,
-        &rp(1, d.rope, 0),
+        &rp(1, row, d.kv_lora),
     )?;
-    let base = batch.start * row;
-    be.copy2d(
-        &sc.ckv,
-        0,
-        d.kv_lora,
-        &mut cache.latent,
-        base,
-        row,
-        n,
-        d.kv_lora,
-    )?;
-    be.copy2d(
-        &sc.kpe,
-        0,
-        d.rope,
-        &mut cache.latent,
-        base + d.kv_lora,
-        row,
-        n,
-        d.rope,
-    )?;
+    be.set_rows(&sc.kv_rows, row, &step.slots, n, &mut pool.latent)?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
-    ensure(be, &mut sc.qn, n * h * d.nope)?;
-    ensure(be, &mut sc.qt, n * h * d.kv_lora)?;
-    ensure(be, &mut sc.qfull, n * h * row)?;
-    be.copy2d(&sc.q, 0, qk, &mut sc.qn, 0, d.nope, n * h, d.nope)?;
-    be.mul_mat_id(&w.k_b, &batch.head_ids, h, &sc.qn, true, n, &mut sc.qt)?;
+    be.copy2d(&sc.q, 0, qk, &mut sc.q_nope, 0, d.nope, n * h, d.nope)?;
+    be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
     be.copy2d(
-        &sc.qt,
+        &sc.q_absorbed,
         0,
         d.kv_lora,
-        &mut sc.qfull,
+        &mut sc.q_mqa,
         0,
         row,
         n * h,
@@ -288,47 +283,45 @@ pub fn forward<B: Backend>(
         &sc.q,
         d.nope,
         qk,
-        &mut sc.qfull,
+        &mut sc.q_mqa,
         d.kv_lora,
         row,
         n * h,
         d.rope,
     )?;
 
-    let n_kv = batch.start + n;
-    let n_selected = match (&w.indexer, has_cq, cache.index_k.as_mut()) {
-        (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, batch, keys, sc, n_kv)?,
+    let n_selected = match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
+        (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, step, keys, sc)?,
         _ => None,
     };
     sc.last_selected = n_selected;
 
-    ensure(be, &mut sc.olat, n * h * d.kv_lora)?;
-    ensure(be, &mut sc.oh, n * h * d.v_dim)?;
     be.mla_attention(
-        &sc.qfull,
-        &cache.latent,
-        &batch.positions,
-        n_selected.map(|_| &sc.sel),
+        &sc.q_mqa,
+        &pool.latent,
+        &step.positions,
+        &step.pages(),
+        n_selected.map(|_| &sc.selected),
         &AttnParams {
             n_tokens: n,
             n_heads: h,
             dk: row,
             dv: d.kv_lora,
-            n_kv,
+            n_kv: step.max_seen,
             n_selected: n_selected.unwrap_or(0),
             scale: d.scale,
         },
-        &mut sc.olat,
+        &mut sc.o_latent,
     )?;
-    be.mul_mat_id(&w.v_b, &batch.head_ids, h, &sc.olat, true, n, &mut sc.oh)?;
-    be.matmul(&w.o, &sc.oh, n, out)?;
+    be.per_head_matmul(&w.v_b, &step.head_ids, h, &sc.o_latent, n, &mut sc.o_heads)?;
+    be.matmul(&w.o, &sc.o_heads, n, out)?;
     Ok(())
 }
 
-/// The DSA lightning indexer. Always computes and caches this batch's keys; when some query
-/// sees more than `top_k` keys, writes the selected key indices `[n × top_k]` to `sc.sel` and
-/// returns `Some(top_k)`. Otherwise every visible key is selected and dense attention is exact
-/// (spec §3.7), so scoring is skipped.
+/// The DSA lightning indexer. Always computes and caches this step's keys; when some query
+/// sees more than `top_k` keys (known on the host from the plan), writes the selected key
+/// positions `[n × top_k]` to `sc.selected` and returns `Some(top_k)`. Otherwise every visible
+/// key is selected and dense attention is exact (spec §3.7), so scoring is skipped.
 #[allow(clippy::too_many_arguments)]
 fn indexer<B: Backend>(
     be: &B,
@@ -336,12 +329,11 @@ fn indexer<B: Backend>(
     d: &MlaDims,
     rope: &Rope<B>,
     a: &B::Buf,
-    batch: &Batch<B>,
+    step: &StepInputs<B>,
     keys: &mut B::Buf,
     sc: &mut MlaScratch<B>,
-    n_kv: usize,
 ) -> Result<Option<usize>> {
-    let n = batch.n;
+    let n = step.n;
     let id = &iw.dims;
     let rp = |heads| RopeParams {
         n_tokens: n,
@@ -352,66 +344,58 @@ fn indexer<B: Backend>(
         mode: id.rope_mode,
         attn_factor: rope.attn_factor,
     };
-    ensure(be, &mut sc.ik_raw, n * id.head_dim)?;
-    ensure(be, &mut sc.ik, n * id.head_dim)?;
-    be.matmul(&iw.k, a, n, &mut sc.ik_raw)?;
+    be.matmul(&iw.k, a, n, &mut sc.index_k_raw)?;
     be.layer_norm(
-        &sc.ik_raw,
+        &sc.index_k_raw,
         &iw.k_norm,
         &iw.k_norm_bias,
         n,
         id.head_dim,
         id.eps,
-        &mut sc.ik,
+        &mut sc.index_k,
     )?;
-    be.rope(&mut sc.ik, &batch.positions, &rope.inv_freq, &rp(1))?;
-    be.copy2d(
-        &sc.ik,
-        0,
-        id.head_dim,
-        keys,
-        batch.start * id.head_dim,
-        id.head_dim,
-        n,
-        id.head_dim,
-    )?;
-    if n_kv <= id.top_k {
+    be.rope(&mut sc.index_k, &step.positions, &rope.inv_freq, &rp(1))?;
+    be.set_rows(&sc.index_k, id.head_dim, &step.slots, n, keys)?;
+    if step.max_seen <= id.top_k {
         return Ok(None);
     }
-    ensure(be, &mut sc.iq, n * id.n_heads * id.head_dim)?;
-    ensure(be, &mut sc.iw, n * id.n_heads)?;
-    ensure(be, &mut sc.scores, n * n_kv)?;
-    be.matmul(&iw.q_b, &sc.cq, n, &mut sc.iq)?;
+    let need = be.indexer_scratch_len(n, step.max_seen);
+    if need > sc.index_scratch_len {
+        return Err(MlaError::Scratch {
+            what: "indexer scores",
+            needed: need,
+            capacity: sc.index_scratch_len,
+        });
+    }
+    be.matmul(&iw.q_b, &sc.q_lora, n, &mut sc.index_q)?;
     be.rope(
-        &mut sc.iq,
-        &batch.positions,
+        &mut sc.index_q,
+        &step.positions,
         &rope.inv_freq,
         &rp(id.n_heads),
     )?;
-    be.matmul(&iw.proj, a, n, &mut sc.iw)?;
+    be.matmul(&iw.proj, a, n, &mut sc.index_w)?;
     // n_heads^-1/2 · head_dim^-1/2: a global factor (ordering-neutral) kept for numeric parity.
     be.scale(
-        &mut sc.iw,
+        &mut sc.index_w,
         1.0 / ((id.n_heads * id.head_dim) as f32).sqrt(),
         n * id.n_heads,
     )?;
-    be.indexer_scores(
-        &sc.iq,
-        &sc.iw,
+    be.indexer_select(
+        &sc.index_q,
+        &sc.index_w,
         keys,
-        &batch.positions,
+        &step.positions,
+        &step.pages(),
         &IndexerParams {
             n_tokens: n,
             n_heads: id.n_heads,
             head_dim: id.head_dim,
-            n_kv,
+            n_kv: step.max_seen,
         },
-        &mut sc.scores,
+        id.top_k,
+        &mut sc.index_scratch,
+        &mut sc.selected,
     )?;
-    if sc.sel_len < n * id.top_k {
-        sc.sel = be.alloc_ids(n * id.top_k)?;
-        sc.sel_len = n * id.top_k;
-    }
-    be.top_k(&sc.scores, n, n_kv, id.top_k, &mut sc.sel)?;
     Ok(Some(id.top_k))
 }

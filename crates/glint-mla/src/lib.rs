@@ -2,17 +2,19 @@
 //! attention (DSA) lightning indexer, written against `glint_core::Backend`.
 //!
 //! `layer::forward` is the absorbed form used for prefill and decode; `kv_b` splits a legacy fused
-//! `attn_kv_b` by slot. The latent cache lives in `cache`.
+//! `attn_kv_b` by slot. The paged latent cache lives in
+//! `cache`, and `plan` describes one batched step.
 
 pub mod cache;
 pub mod error;
 pub mod kv_b;
 pub mod layer;
+pub mod plan;
 
-pub use cache::{LayerCache, MlaCache};
+pub use cache::{BlockAllocator, KvPool, PoolLayer, SeqCache};
 pub use error::{MlaError, Result};
 pub use kv_b::split_kv_b;
 pub use layer::{
-    ensure, forward, Batch, IndexerDims, IndexerWeights, MlaDims, MlaScratch, MlaWeights, QProj,
-    Rope,
+    forward, IndexerDims, IndexerWeights, MlaDims, MlaScratch, MlaWeights, QProj, Rope,
 };
+pub use plan::{BatchPlan, Logits, StepInputs, StepLimits};

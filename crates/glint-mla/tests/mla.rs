@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RopeMode};
 use glint_mla::{
-    forward, split_kv_b, Batch, IndexerDims, IndexerWeights, MlaCache, MlaDims, MlaScratch,
-    MlaWeights, QProj, Rope,
+    forward, split_kv_b, BatchPlan, IndexerDims, IndexerWeights, KvPool, Logits, MlaDims,
+    MlaScratch, MlaWeights, QProj, Rope, SeqCache, StepInputs, StepLimits,
 };
 
 const D: usize = 16;
@@ -292,57 +292,76 @@ fn rope_state(be: &CpuBackend) -> Rope<CpuBackend> {
     }
 }
 
-fn run_prefill(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
+/// Runs the layer over `a` (positions 0..T) in steps of `chunk` tokens through a pool of
+/// `block_size`-token blocks; with `scatter` the sequence's blocks are handed out in reverse.
+fn run(
+    h: &Host,
+    a: &[f32],
+    top_k: usize,
+    chunk: usize,
+    block_size: usize,
+    scatter: bool,
+) -> Vec<f32> {
     let be = CpuBackend::new();
     let w = bind(&be, h, top_k);
     let t_n = a.len() / D;
-    let mut cache = MlaCache::new(&be, 16, KVL + ROPE, &[Some(DI)]).unwrap();
-    let batch = Batch::new(&be, 0, t_n, H).unwrap();
-    let mut out = be.alloc(t_n * D).unwrap();
-    forward(
-        &be,
-        &w,
-        &dims(),
-        &rope_state(&be),
-        &a.to_vec(),
-        &batch,
-        &mut cache.layers[0],
-        &mut MlaScratch::new(&be).unwrap(),
-        &mut out,
-    )
-    .unwrap();
-    out
-}
-
-fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
-    let be = CpuBackend::new();
-    let w = bind(&be, h, top_k);
-    let t_n = a.len() / D;
-    let mut cache = MlaCache::new(&be, 16, KVL + ROPE, &[Some(DI)]).unwrap();
+    let n_blocks = 32usize.div_ceil(block_size) + 2;
+    let limits = StepLimits {
+        max_tokens: chunk,
+        max_seqs: 1,
+        max_blocks: n_blocks,
+    };
+    let mut pool = KvPool::new(&be, n_blocks, block_size, KVL + ROPE, &[Some(DI)]).unwrap();
+    let mut step = StepInputs::new(&be, limits, block_size, H).unwrap();
+    let ix = IndexerDims {
+        n_heads: HI,
+        head_dim: DI,
+        top_k,
+        rope_mode: RopeMode::Interleaved,
+        eps: EPS,
+    };
+    let mut sc = MlaScratch::new(&be, &dims(), Some(&ix), chunk, n_blocks * block_size).unwrap();
+    let mut seq = SeqCache::default();
+    if scatter {
+        let mut b = pool.blocks.alloc(n_blocks).unwrap();
+        b.reverse();
+        seq.blocks = b;
+    }
+    pool.reserve(&mut seq, t_n).unwrap();
     let rope = rope_state(&be);
-    let mut sc = MlaScratch::new(&be).unwrap();
     let mut all = Vec::new();
-    for t in 0..t_n {
-        cache.check_append(t, 1).unwrap();
-        let batch = Batch::new(&be, t, 1, H).unwrap();
-        let mut out = be.alloc(D).unwrap();
-        let x = a[t * D..(t + 1) * D].to_vec();
+    for lo in (0..t_n).step_by(chunk) {
+        let m = chunk.min(t_n - lo);
+        let mut plan = BatchPlan::new(block_size);
+        plan.push(&seq, &vec![0; m], lo, Logits::None).unwrap();
+        plan.validate(&limits, n_blocks).unwrap();
+        step.write(&be, &plan).unwrap();
+        let mut out = be.alloc(chunk * D).unwrap();
+        let x = a[lo * D..(lo + m) * D].to_vec();
         forward(
             &be,
             &w,
             &dims(),
             &rope,
             &x,
-            &batch,
-            &mut cache.layers[0],
+            &step,
+            &mut pool.layers[0],
             &mut sc,
             &mut out,
         )
         .unwrap();
-        cache.commit(t, 1);
-        all.extend(out);
+        seq.len = lo + m;
+        all.extend_from_slice(&out[..m * D]);
     }
     all
+}
+
+fn run_prefill(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
+    run(h, a, top_k, a.len() / D, 4, false)
+}
+
+fn run_decode(h: &Host, a: &[f32], top_k: usize) -> Vec<f32> {
+    run(h, a, top_k, 1, 4, false)
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -401,9 +420,84 @@ fn decode_one_at_a_time_equals_prefill() {
 }
 
 #[test]
-fn context_overflow_is_an_error() {
+fn paged_block_sizes_and_scattered_blocks_equal_contiguous() {
+    // One block holding the whole sequence is the contiguous cache; smaller blocks, in order or
+    // scattered over the pool, must give the same bits (the same rows, gathered).
+    let h = host_weights(4);
+    let a = inputs();
+    for top_k in [3, 64] {
+        let contiguous = run(&h, &a, top_k, T, 32, false);
+        for bs in [1, 2, 4, 5] {
+            for scatter in [false, true] {
+                let got = run(&h, &a, top_k, 3, bs, scatter);
+                assert_eq!(
+                    got, contiguous,
+                    "top_k {top_k}, block size {bs}, scattered {scatter}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pool_exhaustion_is_an_error_and_changes_nothing() {
     let be = CpuBackend::new();
-    let cache = MlaCache::<CpuBackend>::new(&be, 4, KVL + ROPE, &[None]).unwrap();
-    let e = cache.check_append(0, 5).unwrap_err();
-    assert!(e.to_string().contains("context overflow"), "{e}");
+    let mut pool = KvPool::<CpuBackend>::new(&be, 3, 4, KVL + ROPE, &[None]).unwrap();
+    let mut a = SeqCache::default();
+    pool.reserve(&mut a, 8).unwrap();
+    let mut b = SeqCache::default();
+    let e = pool.reserve(&mut b, 5).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("KV pool exhausted: 2 blocks needed, 1 of 3 free"),
+        "{e}"
+    );
+    assert_eq!(b, SeqCache::default());
+    assert_eq!(pool.blocks.n_free(), 1);
+    pool.release(&mut a);
+    pool.reserve(&mut b, 5).unwrap();
+    assert_eq!(b.blocks.len(), 2);
+}
+
+#[test]
+fn bad_plans_are_named_errors() {
+    let be = CpuBackend::new();
+    let mut pool = KvPool::<CpuBackend>::new(&be, 4, 4, KVL + ROPE, &[None]).unwrap();
+    let limits = StepLimits {
+        max_tokens: 4,
+        max_seqs: 1,
+        max_blocks: 2,
+    };
+    let mut seq = SeqCache::default();
+    pool.reserve(&mut seq, 8).unwrap();
+    // More tokens than the step was sized for.
+    let mut plan = BatchPlan::new(4);
+    plan.push(&seq, &[1; 5], 0, Logits::Last).unwrap();
+    let e = plan.validate(&limits, 4).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "step plan has 5 tokens, the step was sized for 4"
+    );
+    // Positions that were never reserved.
+    let e = BatchPlan::new(4)
+        .push(&seq, &[1; 9], 0, Logits::Last)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "step plan writes position 9 but only 8 positions are reserved"
+    );
+    // A block table pointing outside the pool.
+    let forged = SeqCache {
+        blocks: vec![0, 7],
+        len: 0,
+    };
+    let mut plan = BatchPlan::new(4);
+    plan.push(&forged, &[1; 2], 0, Logits::Last).unwrap();
+    let e = plan.validate(&limits, 4).unwrap_err();
+    assert_eq!(e.to_string(), "block table names block 7, the pool has 4");
+    // A gap after the cached positions.
+    let e = BatchPlan::new(4)
+        .push(&seq, &[1], 3, Logits::Last)
+        .unwrap_err();
+    assert!(e.to_string().contains("position 3"), "{e}");
 }

@@ -31,38 +31,50 @@ pub struct MoeWeights<'a, B: Backend + 'a> {
     pub router: RouterParams,
 }
 
-/// Work buffers kept between calls so decode does not allocate; they only grow.
-pub struct MoeScratch<B: Backend> {
-    logits: B::Buf,
-    ids: B::Ids,
-    ids_len: usize,
-    wts: B::Buf,
-    g: B::Buf,
-    u: B::Buf,
-    h: B::Buf,
-    y: B::Buf,
-    shared: B::Buf,
+/// The widest FFN a step runs, for sizing [`MoeScratch`] once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FfnSizes {
+    pub max_tokens: usize,
+    pub d_model: usize,
+    /// Widest dense or shared-expert hidden size.
+    pub dense_d_ff: usize,
+    /// Routed experts (0 for a model without MoE layers), experts per token, expert hidden size.
+    pub n_expert: usize,
+    pub n_used: usize,
+    pub expert_d_ff: usize,
 }
 
-fn ensure<B: Backend>(be: &B, buf: &mut B::Buf, len: usize) -> Result<()> {
-    if be.buf_len(buf) < len {
-        *buf = be.alloc(len)?;
-    }
-    Ok(())
+/// Work buffers sized once for the step's limits so no step allocates; an op given more tokens
+/// than they hold reports a shape error naming the buffer.
+pub struct MoeScratch<B: Backend> {
+    /// `[n × n_expert]` router logits; `[n × n_used]` chosen experts and their weights.
+    router_logits: B::Buf,
+    expert_ids: B::Ids,
+    expert_weights: B::Buf,
+    /// Gate and up projections and `silu(gate)·up`: `[n × d_ff]` dense, `[n × n_used × d_ff]`
+    /// routed.
+    gate: B::Buf,
+    up: B::Buf,
+    act: B::Buf,
+    /// `[n × n_used × d_model]` expert outputs (or `[n × n_used × 2·d_ff]` fused gate+up).
+    expert_out: B::Buf,
+    /// `[n × d_model]` shared expert output.
+    shared_out: B::Buf,
 }
 
 impl<B: Backend> MoeScratch<B> {
-    pub fn new(be: &B) -> Result<Self> {
+    pub fn new(be: &B, s: &FfnSizes) -> Result<Self> {
+        let n = s.max_tokens;
+        let hidden = (n * s.dense_d_ff).max(n * s.n_used * s.expert_d_ff);
         Ok(Self {
-            logits: be.alloc(0)?,
-            ids: be.alloc_ids(0)?,
-            ids_len: 0,
-            wts: be.alloc(0)?,
-            g: be.alloc(0)?,
-            u: be.alloc(0)?,
-            h: be.alloc(0)?,
-            y: be.alloc(0)?,
-            shared: be.alloc(0)?,
+            router_logits: be.alloc(n * s.n_expert)?,
+            expert_ids: be.alloc_ids(n * s.n_used)?,
+            expert_weights: be.alloc(n * s.n_used)?,
+            gate: be.alloc(hidden)?,
+            up: be.alloc(hidden)?,
+            act: be.alloc(hidden)?,
+            expert_out: be.alloc(n * s.n_used * s.d_model.max(2 * s.expert_d_ff))?,
+            shared_out: be.alloc(n * s.d_model)?,
         })
     }
 }
@@ -87,7 +99,7 @@ pub fn mlp<B: Backend>(
     sc: &mut MoeScratch<B>,
     out: &mut B::Buf,
 ) -> Result<()> {
-    swiglu(be, w, x, n, [&mut sc.g, &mut sc.u, &mut sc.h], out)
+    swiglu(be, w, x, n, [&mut sc.gate, &mut sc.up, &mut sc.act], out)
 }
 
 fn swiglu<B: Backend>(
@@ -99,9 +111,6 @@ fn swiglu<B: Backend>(
     out: &mut B::Buf,
 ) -> Result<()> {
     let len = n * w.d_ff;
-    ensure(be, g, len)?;
-    ensure(be, u, len)?;
-    ensure(be, h, len)?;
     be.matmul(&w.gate, x, n, g)?;
     be.matmul(&w.up, x, n, u)?;
     be.silu_mul(g, u, len, h)?;
@@ -120,49 +129,39 @@ pub fn moe<B: Backend>(
 ) -> Result<()> {
     let r = &w.router;
     let k = r.n_used;
-    ensure(be, &mut sc.logits, n * r.n_expert)?;
-    ensure(be, &mut sc.wts, n * k)?;
-    if sc.ids_len < n * k {
-        sc.ids = be.alloc_ids(n * k)?;
-        sc.ids_len = n * k;
-    }
-    be.matmul(&w.gate_inp, x, n, &mut sc.logits)?;
-    be.moe_route(&sc.logits, w.bias.as_ref(), n, r, &mut sc.ids, &mut sc.wts)?;
+    let ids = &mut sc.expert_ids;
+    be.matmul(&w.gate_inp, x, n, &mut sc.router_logits)?;
+    be.moe_route(
+        &sc.router_logits,
+        w.bias.as_ref(),
+        n,
+        r,
+        ids,
+        &mut sc.expert_weights,
+    )?;
 
     let len = n * k * w.d_ff;
-    ensure(be, &mut sc.g, len)?;
-    ensure(be, &mut sc.u, len)?;
-    ensure(be, &mut sc.h, len)?;
-    ensure(be, &mut sc.y, n * k * d_model)?;
     match &w.gate_up {
         ExpertGateUp::Split { gate, up } => {
-            be.mul_mat_id(gate, &sc.ids, k, x, false, n, &mut sc.g)?;
-            be.mul_mat_id(up, &sc.ids, k, x, false, n, &mut sc.u)?;
+            be.mul_mat_id(gate, ids, k, x, false, n, &mut sc.gate)?;
+            be.mul_mat_id(up, ids, k, x, false, n, &mut sc.up)?;
         }
         ExpertGateUp::Fused(gu) => {
-            // One product into y ([n·k × 2·d_ff], y is at least that large), split by slot.
+            // One product into expert_out ([n·k × 2·d_ff]), split by slot.
             let f = w.d_ff;
-            ensure(be, &mut sc.y, n * k * 2 * f)?;
-            be.mul_mat_id(gu, &sc.ids, k, x, false, n, &mut sc.y)?;
-            be.copy2d(&sc.y, 0, 2 * f, &mut sc.g, 0, f, n * k, f)?;
-            be.copy2d(&sc.y, f, 2 * f, &mut sc.u, 0, f, n * k, f)?;
+            be.mul_mat_id(gu, ids, k, x, false, n, &mut sc.expert_out)?;
+            be.copy2d(&sc.expert_out, 0, 2 * f, &mut sc.gate, 0, f, n * k, f)?;
+            be.copy2d(&sc.expert_out, f, 2 * f, &mut sc.up, 0, f, n * k, f)?;
         }
     }
-    be.silu_mul(&sc.g, &sc.u, len, &mut sc.h)?;
-    be.mul_mat_id(&w.down_exps, &sc.ids, k, &sc.h, true, n, &mut sc.y)?;
-    be.moe_combine(&sc.y, &sc.wts, n, k, d_model, out)?;
+    be.silu_mul(&sc.gate, &sc.up, len, &mut sc.act)?;
+    be.mul_mat_id(&w.down_exps, ids, k, &sc.act, true, n, &mut sc.expert_out)?;
+    be.moe_combine(&sc.expert_out, &sc.expert_weights, n, k, d_model, out)?;
 
     if let Some(sh) = &w.shared {
-        ensure(be, &mut sc.shared, n * d_model)?;
-        swiglu(
-            be,
-            sh,
-            x,
-            n,
-            [&mut sc.g, &mut sc.u, &mut sc.h],
-            &mut sc.shared,
-        )?;
-        be.add(out, &sc.shared, n * d_model)?;
+        let bufs = [&mut sc.gate, &mut sc.up, &mut sc.act];
+        swiglu(be, sh, x, n, bufs, &mut sc.shared_out)?;
+        be.add(out, &sc.shared_out, n * d_model)?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use glint_core::{Backend, CpuBackend, GgmlType, RouterParams};
-use glint_moe::{mlp, moe, ExpertGateUp, Gating, MlpWeights, MoeScratch, MoeWeights};
+use glint_moe::{mlp, moe, ExpertGateUp, FfnSizes, Gating, MlpWeights, MoeScratch, MoeWeights};
 
 const D: usize = 8;
 const E: usize = 6;
@@ -112,7 +112,15 @@ fn check_moe(fused: bool) {
         },
     };
     let mut out = be.alloc(n * D).unwrap();
-    let mut sc = MoeScratch::new(&be).unwrap();
+    let sizes = FfnSizes {
+        max_tokens: n,
+        d_model: D,
+        dense_d_ff: FF,
+        n_expert: E,
+        n_used: K,
+        expert_d_ff: FF,
+    };
+    let mut sc = MoeScratch::new(&be, &sizes).unwrap();
     moe(&be, &w, &x, n, D, &mut sc, &mut out).unwrap();
 
     let per = E / G;
@@ -177,7 +185,14 @@ fn dense_mlp_matches_brute_force() {
         d_ff: FF,
     };
     let mut out = be.alloc(n * D).unwrap();
-    mlp(&be, &w, &x, n, &mut MoeScratch::new(&be).unwrap(), &mut out).unwrap();
+    let sizes = FfnSizes {
+        max_tokens: n,
+        d_model: D,
+        dense_d_ff: FF,
+        ..FfnSizes::default()
+    };
+    let mut sc = MoeScratch::new(&be, &sizes).unwrap();
+    mlp(&be, &w, &x, n, &mut sc, &mut out).unwrap();
     for t in 0..n {
         let want = swiglu(&g, &u, &d, &x[t * D..(t + 1) * D]);
         for i in 0..D {

@@ -36,6 +36,9 @@ pub enum ModelError {
     TokenOutOfRange { token: u32, n_vocab: usize },
     #[error("empty token batch")]
     EmptyBatch,
+    /// The cache pool or the step plan: pool exhausted, plan too large, bad block table.
+    #[error(transparent)]
+    Mla(MlaError),
 }
 
 impl From<MlaError> for ModelError {
@@ -46,6 +49,7 @@ impl From<MlaError> for ModelError {
                 ModelError::ContextOverflow { needed, ctx_len }
             }
             MlaError::Gap { start, len } => ModelError::Gap { start, cached: len },
+            other => ModelError::Mla(other),
         }
     }
 }

@@ -13,4 +13,5 @@ pub mod weights;
 pub use config::{Arch, Config, IndexerConfig};
 pub use error::{ModelError, Result};
 pub use glint_core::{Backend, CpuBackend};
-pub use model::{Glm5, Tap};
+pub use glint_mla::{BatchPlan, KvPool, Logits, SeqCache, StepLimits};
+pub use model::{Glm5, Model, SessionOptions, StepState, Tap, TapFn};

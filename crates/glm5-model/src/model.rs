@@ -1,44 +1,75 @@
 //! The GLM-5 / DeepSeek-V3 forward pass over the whole trunk, on any backend.
+//!
+//! [`Model`] is the immutable part (config, bound weights, RoPE tables): one per process, shared
+//! by every request. A step runs a [`BatchPlan`] — tokens of many sequences at once — against a
+//! paged [`KvPool`] with buffers from a [`StepState`] sized at load, so the step allocates
+//! nothing. [`Glm5`] wraps the three for one sequence (`glint generate`, `glint logits`, tests):
+//! it chunks a prompt into micro-batches of `ubatch` tokens, so prefill memory is bounded by the
+//! micro-batch, not the prompt.
 
 use glint_core::Backend;
 use glint_gguf::Gguf;
-use glint_mla::{ensure, Batch, MlaCache, MlaDims, MlaScratch, Rope};
-use glint_moe::MoeScratch;
+use glint_mla::{
+    BatchPlan, KvPool, Logits, MlaDims, MlaScratch, Rope, SeqCache, StepInputs, StepLimits,
+};
+use glint_moe::{FfnSizes, MoeScratch};
 use tracing::debug;
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
 use crate::weights::{Ffn, ModelWeights};
 
-/// A loaded model plus its KV cache. Borrows the GGUF so CPU weights stay in the mmap.
-pub struct Glm5<'a, B: Backend> {
+/// Config, weights and RoPE tables. Borrows the GGUF so CPU weights stay in the mmap; holds no
+/// per-request state, so one model serves any number of sequences.
+pub struct Model<'a, B: Backend> {
     be: B,
     cfg: Config,
     w: ModelWeights<'a, B>,
     dims: MlaDims,
     rope: Rope<B>,
-    cache: MlaCache<B>,
-    scratch: Scratch<B>,
-    /// When set, the indexer's per-layer key selections of the last call are kept (debugging,
-    /// comparing with another implementation's top-k).
-    record_selections: bool,
-    selections: Vec<Option<Vec<u32>>>,
 }
 
-/// Per-call buffers kept between calls (decode does not allocate; they only grow).
-struct Scratch<B: Backend> {
+/// Everything one step writes besides the cache: per-step inputs and scratch, sized once for
+/// the [`StepLimits`] it was made with.
+pub struct StepState<B: Backend> {
+    inputs: StepInputs<B>,
+    token_ids: B::Ids,
+    /// `[max_tokens × d_model]` residual stream and two work buffers.
     h: B::Buf,
     x: B::Buf,
     y: B::Buf,
+    /// `[max_logit_rows × n_vocab]`.
     logits: B::Buf,
+    max_logit_rows: usize,
     mla: MlaScratch<B>,
     moe: MoeScratch<B>,
+    record_selections: bool,
+    /// Per trunk layer, the selection of the last step (`[n × top_k]`), when recording.
+    selections: Vec<Option<Vec<u32>>>,
 }
 
-impl<'a, B: Backend> Glm5<'a, B> {
-    /// Reads the config, binds every trunk tensor by name (checking shapes) and allocates a KV
-    /// cache for `ctx_len` tokens.
-    pub fn load(gguf: &'a Gguf, backend: B, ctx_len: usize) -> Result<Self> {
+impl<B: Backend> StepState<B> {
+    pub fn limits(&self) -> StepLimits {
+        self.inputs.limits
+    }
+    pub fn block_size(&self) -> usize {
+        self.inputs.block_size
+    }
+    /// Keep (or stop keeping) the indexer's key selections of each step.
+    pub fn record_selections(&mut self, on: bool) {
+        self.record_selections = on;
+        self.selections.clear();
+    }
+    /// Per trunk layer, the key positions the DSA indexer selected in the last step
+    /// (`[n_tokens × top_k]`), or None for a layer that attended to every visible key.
+    pub fn selections(&self) -> &[Option<Vec<u32>>] {
+        &self.selections
+    }
+}
+
+impl<'a, B: Backend> Model<'a, B> {
+    /// Reads the config and binds every trunk tensor by name (checking shapes).
+    pub fn load(gguf: &'a Gguf, backend: B) -> Result<Self> {
         let cfg = Config::from_gguf(gguf)?;
         let w = ModelWeights::bind(gguf, &backend, &cfg)?;
         let dims = MlaDims {
@@ -58,29 +89,13 @@ impl<'a, B: Backend> Glm5<'a, B> {
             attn_factor: 1.0,
             mode: glint_core::RopeMode::Interleaved,
         };
-        let index_dims: Vec<Option<usize>> = (0..cfg.n_layer)
-            .map(|_| cfg.indexer.as_ref().map(|ix| ix.head_dim))
-            .collect();
-        let cache = MlaCache::new(&backend, ctx_len, dims.row(), &index_dims)?;
-        let scratch = Scratch {
-            h: backend.alloc(0)?,
-            x: backend.alloc(0)?,
-            y: backend.alloc(0)?,
-            logits: backend.alloc(0)?,
-            mla: MlaScratch::new(&backend)?,
-            moe: MoeScratch::new(&backend)?,
-        };
-        debug!(arch = ?cfg.arch, layers = cfg.n_layer, ctx_len, "model loaded");
+        debug!(arch = ?cfg.arch, layers = cfg.n_layer, "model loaded");
         Ok(Self {
             be: backend,
             cfg,
             w,
             dims,
             rope,
-            cache,
-            scratch,
-            record_selections: false,
-            selections: Vec::new(),
         })
     }
 
@@ -90,104 +105,163 @@ impl<'a, B: Backend> Glm5<'a, B> {
     pub fn backend(&self) -> &B {
         &self.be
     }
-    pub fn ctx_len(&self) -> usize {
-        self.cache.ctx_len()
-    }
-    pub fn cache_len(&self) -> usize {
-        self.cache.len()
-    }
-    /// Keep (or stop keeping) the indexer's key selections of each call; see [`Self::selections`].
-    pub fn record_selections(&mut self, on: bool) {
-        self.record_selections = on;
-        self.selections.clear();
+
+    /// A pool of `n_blocks` cache blocks of `block_size` tokens for every trunk layer.
+    pub fn new_pool(&self, n_blocks: usize, block_size: usize) -> Result<KvPool<B>> {
+        let index_dims: Vec<Option<usize>> = (0..self.cfg.n_layer)
+            .map(|_| self.cfg.indexer.as_ref().map(|ix| ix.head_dim))
+            .collect();
+        Ok(KvPool::new(
+            &self.be,
+            n_blocks,
+            block_size,
+            self.dims.row(),
+            &index_dims,
+        )?)
     }
 
-    /// Per trunk layer, the key indices the DSA indexer selected in the last call
-    /// (`[n_tokens × top_k]`, descending score; entries past a row's position are unused), or
-    /// None for a layer that attended to every visible key. Empty unless recording is on.
-    pub fn selections(&self) -> &[Option<Vec<u32>>] {
-        &self.selections
+    /// Buffers for steps of up to `limits` with at most `max_logit_rows` logits rows.
+    pub fn new_step_state(
+        &self,
+        limits: StepLimits,
+        block_size: usize,
+        max_logit_rows: usize,
+    ) -> Result<StepState<B>> {
+        let be = &self.be;
+        let c = &self.cfg;
+        let n = limits.max_tokens;
+        let kv_cap = limits.max_blocks.saturating_mul(block_size);
+        let bytes = |what: &str, floats: Option<usize>| {
+            floats.ok_or_else(|| ModelError::Config {
+                key: what.into(),
+                msg: format!("step buffers for {limits:?} overflow"),
+            })
+        };
+        let d = bytes("d_model", n.checked_mul(c.d_model))?;
+        let logits_len = bytes("n_vocab", max_logit_rows.checked_mul(c.n_vocab))?;
+        let ix = c.indexer.as_ref().map(|ix| glint_mla::IndexerDims {
+            n_heads: ix.n_heads,
+            head_dim: ix.head_dim,
+            top_k: ix.top_k,
+            rope_mode: ix.rope_mode,
+            eps: ix.eps,
+        });
+        let ffn = FfnSizes {
+            max_tokens: n,
+            d_model: c.d_model,
+            dense_d_ff: c.d_ff.max(c.d_ff_exp * c.n_expert_shared),
+            n_expert: c.n_expert,
+            n_used: c.n_expert_used,
+            expert_d_ff: c.d_ff_exp,
+        };
+        Ok(StepState {
+            inputs: StepInputs::new(be, limits, block_size, c.n_heads)?,
+            token_ids: be.alloc_ids(n)?,
+            h: be.alloc(d)?,
+            x: be.alloc(d)?,
+            y: be.alloc(d)?,
+            logits: be.alloc(logits_len)?,
+            max_logit_rows,
+            mla: MlaScratch::new(be, &self.dims, ix.as_ref(), n, kv_cap)?,
+            moe: MoeScratch::new(be, &ffn)?,
+            record_selections: false,
+            selections: Vec::new(),
+        })
     }
 
-    /// Empties the KV cache.
-    pub fn reset(&mut self) {
-        self.cache.reset();
+    /// Runs one step: writes the plan's rows into `pool` and the logits of the plan's logit rows
+    /// (`logit_rows().len() × n_vocab`, in order) into `logits`. The plan is checked first
+    /// (sizes, token ids, block ids), so a refused plan leaves the pool as it was.
+    pub fn step(
+        &self,
+        plan: &BatchPlan,
+        pool: &mut KvPool<B>,
+        st: &mut StepState<B>,
+        logits: &mut [f32],
+    ) -> Result<()> {
+        self.step_inner(plan, pool, st, logits, None)
     }
 
-    /// Logits for every position of `tokens` (`tokens.len() × n_vocab`, row-major).
-    pub fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
-        self.run(tokens, start_pos, false)
-    }
-
-    /// Logits of the last position only (`n_vocab` floats).
-    pub fn forward_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
-        self.run(tokens, start_pos, true)
-    }
-
-    /// Like [`Self::forward`], but calls `tap` with the hidden states (`tokens.len() × d_model`,
-    /// row-major) at each [`Tap`] point of each trunk layer; whatever `tap` leaves in the slice
-    /// continues through the model. Comparing layer by layer against another engine's
-    /// intermediate tensors (llama.cpp's `ffn_inp-L`, `l_out-L`), and overwriting ours with
-    /// theirs, confines an ulp-level difference to the sublayer where it arises instead of letting
-    /// it compound through the following layers (teacher forcing of the hidden states).
-    pub fn forward_tapped(
-        &mut self,
-        tokens: &[u32],
-        start_pos: usize,
+    /// [`Self::step`] with `tap` shown (and allowed to overwrite) the hidden states
+    /// (`n_tokens × d_model`) at each [`Tap`] point of each trunk layer.
+    pub fn step_tapped(
+        &self,
+        plan: &BatchPlan,
+        pool: &mut KvPool<B>,
+        st: &mut StepState<B>,
+        logits: &mut [f32],
         tap: &mut TapFn<'_>,
-    ) -> Result<Vec<f32>> {
-        self.run_inner(tokens, start_pos, false, Some(tap))
+    ) -> Result<()> {
+        self.step_inner(plan, pool, st, logits, Some(tap))
     }
 
-    fn run(&mut self, tokens: &[u32], start: usize, last_only: bool) -> Result<Vec<f32>> {
-        self.run_inner(tokens, start, last_only, None)
-    }
-
-    fn run_inner(
-        &mut self,
-        tokens: &[u32],
-        start: usize,
-        last_only: bool,
-        mut tap: Option<&mut TapFn<'_>>,
-    ) -> Result<Vec<f32>> {
-        let n = tokens.len();
-        if n == 0 {
-            return Err(ModelError::EmptyBatch);
+    fn check_plan(&self, plan: &BatchPlan, pool: &KvPool<B>, st: &StepState<B>) -> Result<()> {
+        plan.validate(&st.inputs.limits, pool.blocks.n_blocks())?;
+        if plan.logit_rows().len() > st.max_logit_rows {
+            return Err(ModelError::Mla(glint_mla::MlaError::PlanTooLarge {
+                what: "logits rows",
+                n: plan.logit_rows().len(),
+                limit: st.max_logit_rows,
+            }));
         }
         let nv = self.cfg.n_vocab;
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= nv) {
+        if let Some(&t) = plan.tokens().iter().find(|&&t| t as usize >= nv) {
             return Err(ModelError::TokenOutOfRange {
                 token: t,
                 n_vocab: nv,
             });
         }
-        self.cache.check_append(start, n)?;
+        if pool.block_size() != st.inputs.block_size {
+            return Err(ModelError::Mla(glint_mla::MlaError::Plan(format!(
+                "pool block size {} but step state made for {}",
+                pool.block_size(),
+                st.inputs.block_size
+            ))));
+        }
+        Ok(())
+    }
+
+    fn step_inner(
+        &self,
+        plan: &BatchPlan,
+        pool: &mut KvPool<B>,
+        st: &mut StepState<B>,
+        logits_out: &mut [f32],
+        mut tap: Option<&mut TapFn<'_>>,
+    ) -> Result<()> {
+        self.check_plan(plan, pool, st)?;
+        let nv = self.cfg.n_vocab;
+        let rows = plan.logit_rows().len();
+        if logits_out.len() != rows * nv {
+            return Err(ModelError::Mla(glint_mla::MlaError::Plan(format!(
+                "logits output holds {} floats, the plan's {rows} rows need {}",
+                logits_out.len(),
+                rows * nv
+            ))));
+        }
         let be = &self.be;
+        let n = plan.n_tokens();
         let d = self.cfg.d_model;
-        let sc = &mut self.scratch;
-        ensure(be, &mut sc.h, n * d)?;
-        ensure(be, &mut sc.x, n * d)?;
-        ensure(be, &mut sc.y, n * d)?;
-        let ids = be.upload_ids(tokens)?;
-        be.get_rows(&self.w.token_embd, &ids, n, &mut sc.h)?;
-        let batch = Batch::new(be, start, n, self.cfg.n_heads)?;
+        st.inputs.write(be, plan)?;
+        be.write_ids(&mut st.token_ids, plan.tokens())?;
+        be.get_rows(&self.w.token_embd, &st.token_ids, n, &mut st.h)?;
         let eps = self.cfg.rms_eps;
-        self.selections.clear();
+        st.selections.clear();
         for (l, lw) in self.w.layers.iter().enumerate() {
-            be.rms_norm(&sc.h, &lw.attn_norm, n, d, eps, &mut sc.x)?;
+            be.rms_norm(&st.h, &lw.attn_norm, n, d, eps, &mut st.x)?;
             glint_mla::forward(
                 be,
                 &lw.attn,
                 &self.dims,
                 &self.rope,
-                &sc.x,
-                &batch,
-                &mut self.cache.layers[l],
-                &mut sc.mla,
-                &mut sc.y,
+                &st.x,
+                &st.inputs,
+                &mut pool.layers[l],
+                &mut st.mla,
+                &mut st.y,
             )?;
-            if self.record_selections {
-                let sel = match sc.mla.selection() {
+            if st.record_selections {
+                let sel = match st.mla.selection() {
                     Some((ids, k)) => {
                         let mut v = vec![0u32; n * k];
                         be.download_ids(ids, &mut v)?;
@@ -195,38 +269,292 @@ impl<'a, B: Backend> Glm5<'a, B> {
                     }
                     None => None,
                 };
-                self.selections.push(sel);
+                st.selections.push(sel);
             }
-            be.add(&mut sc.h, &sc.y, n * d)?;
+            be.add(&mut st.h, &st.y, n * d)?;
             if let Some(t) = tap.as_mut() {
-                tap_hidden(be, &mut sc.h, n * d, |h| t(Tap::FfnInput, l, h))?;
+                tap_hidden(be, &mut st.h, n * d, |h| t(Tap::FfnInput, l, h))?;
             }
-            be.rms_norm(&sc.h, &lw.ffn_norm, n, d, eps, &mut sc.x)?;
+            be.rms_norm(&st.h, &lw.ffn_norm, n, d, eps, &mut st.x)?;
             match &lw.ffn {
-                Ffn::Dense(m) => glint_moe::mlp(be, m, &sc.x, n, &mut sc.moe, &mut sc.y)?,
-                Ffn::Moe(m) => glint_moe::moe(be, m, &sc.x, n, d, &mut sc.moe, &mut sc.y)?,
+                Ffn::Dense(m) => glint_moe::mlp(be, m, &st.x, n, &mut st.moe, &mut st.y)?,
+                Ffn::Moe(m) => glint_moe::moe(be, m, &st.x, n, d, &mut st.moe, &mut st.y)?,
             }
-            be.add(&mut sc.h, &sc.y, n * d)?;
+            be.add(&mut st.h, &st.y, n * d)?;
             if let Some(t) = tap.as_mut() {
-                tap_hidden(be, &mut sc.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
+                tap_hidden(be, &mut st.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
             }
         }
-        self.cache.commit(start, n);
-
-        // Final norm of the rows we need (the last one only, or all), into x.
-        let rows = if last_only { 1 } else { n };
-        let first = n - rows;
-        be.copy2d(&sc.h, first * d, d, &mut sc.y, 0, d, rows, d)?;
-        be.rms_norm(&sc.y, &self.w.output_norm, rows, d, eps, &mut sc.x)?;
-        ensure(be, &mut sc.logits, rows * nv)?;
-        be.matmul(&self.w.output, &sc.x, rows, &mut sc.logits)?;
-        let mut out = vec![0f32; rows * nv];
-        be.download(&sc.logits, &mut out)?;
-        Ok(out)
+        if rows == 0 {
+            return Ok(());
+        }
+        // Final norm and head of the rows that need logits only.
+        be.gather_rows(&st.h, d, &st.inputs.logit_rows, rows, &mut st.y)?;
+        be.rms_norm(&st.y, &self.w.output_norm, rows, d, eps, &mut st.x)?;
+        be.matmul(&self.w.output, &st.x, rows, &mut st.logits)?;
+        be.download(&st.logits, logits_out)?;
+        Ok(())
     }
 }
 
-/// The callback of [`Glm5::forward_tapped`]: (where, trunk layer, hidden states).
+/// How a single-sequence [`Glm5`] is sized.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionOptions {
+    /// Context length (tokens the cache holds).
+    pub ctx_len: usize,
+    /// Tokens per step: prompts are processed in chunks of this size (llama.cpp's `-ub`).
+    pub ubatch: usize,
+    /// Tokens per cache block.
+    pub block_size: usize,
+}
+
+impl SessionOptions {
+    pub const DEFAULT_UBATCH: usize = 512;
+    pub const DEFAULT_BLOCK_SIZE: usize = 64;
+    pub fn new(ctx_len: usize) -> Self {
+        Self {
+            ctx_len,
+            ubatch: Self::DEFAULT_UBATCH,
+            block_size: Self::DEFAULT_BLOCK_SIZE,
+        }
+    }
+}
+
+/// A model plus the cache of one sequence: the API of `glint generate` and `glint logits`.
+pub struct Glm5<'a, B: Backend> {
+    model: Model<'a, B>,
+    pool: KvPool<B>,
+    seq: SeqCache,
+    st: StepState<B>,
+    opts: SessionOptions,
+    /// Per layer and chunk, what [`StepState::selections`] recorded, when recording.
+    record_selections: bool,
+    selections: Vec<Option<Vec<u32>>>,
+}
+
+impl<'a, B: Backend> Glm5<'a, B> {
+    /// Loads the model with a cache for `ctx_len` tokens and default micro-batch and block size.
+    pub fn load(gguf: &'a Gguf, backend: B, ctx_len: usize) -> Result<Self> {
+        Self::load_with(gguf, backend, SessionOptions::new(ctx_len))
+    }
+
+    pub fn load_with(gguf: &'a Gguf, backend: B, opts: SessionOptions) -> Result<Self> {
+        let model = Model::load(gguf, backend)?;
+        Self::new(model, opts)
+    }
+
+    pub fn new(model: Model<'a, B>, opts: SessionOptions) -> Result<Self> {
+        if opts.ubatch == 0 || opts.block_size == 0 {
+            return Err(ModelError::Config {
+                key: "ubatch/block_size".into(),
+                msg: format!("must be positive, got {opts:?}"),
+            });
+        }
+        let n_blocks = opts.ctx_len.div_ceil(opts.block_size);
+        let ubatch = opts.ubatch.min(opts.ctx_len.max(1));
+        let limits = StepLimits {
+            max_tokens: ubatch,
+            max_seqs: 1,
+            max_blocks: n_blocks,
+        };
+        let pool = model.new_pool(n_blocks, opts.block_size)?;
+        let st = model.new_step_state(limits, opts.block_size, ubatch)?;
+        Ok(Self {
+            model,
+            pool,
+            seq: SeqCache::default(),
+            st,
+            opts,
+            record_selections: false,
+            selections: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        self.model.config()
+    }
+    pub fn model(&self) -> &Model<'a, B> {
+        &self.model
+    }
+    pub fn backend(&self) -> &B {
+        self.model.backend()
+    }
+    pub fn ctx_len(&self) -> usize {
+        self.opts.ctx_len
+    }
+    pub fn cache_len(&self) -> usize {
+        self.seq.len
+    }
+    /// Keep (or stop keeping) the indexer's key selections of each call; see [`Self::selections`].
+    pub fn record_selections(&mut self, on: bool) {
+        self.record_selections = on;
+        self.st.record_selections(on);
+        self.selections.clear();
+    }
+
+    /// Per trunk layer, the key positions the DSA indexer selected for each token of the last
+    /// call (`[n_tokens × top_k]`, order unspecified; entries past a row's position are unused),
+    /// or None for a layer that attended to every visible key. Rows of a chunk that attended
+    /// densely list their visible keys in order, padded with `u32::MAX`. Empty unless recording.
+    pub fn selections(&self) -> &[Option<Vec<u32>>] {
+        &self.selections
+    }
+
+    /// Empties the KV cache.
+    pub fn reset(&mut self) {
+        self.seq.len = 0;
+    }
+
+    /// Logits for every position of `tokens` (`tokens.len() × n_vocab`, row-major).
+    pub fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        self.run(tokens, start_pos, Logits::All, None)
+    }
+
+    /// Logits of the last position only (`n_vocab` floats).
+    pub fn forward_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>> {
+        self.run(tokens, start_pos, Logits::Last, None)
+    }
+
+    /// Like [`Self::forward`], but calls `tap` with the hidden states (`tokens.len() × d_model`,
+    /// row-major) at each [`Tap`] point of each trunk layer; whatever `tap` leaves in the slice
+    /// continues through the model. Comparing layer by layer against another engine's
+    /// intermediate tensors (llama.cpp's `ffn_inp-L`, `l_out-L`), and overwriting ours with
+    /// theirs, confines an ulp-level difference to the sublayer where it arises instead of letting
+    /// it compound through the following layers (teacher forcing of the hidden states). The
+    /// tokens run as one step, so they must fit the micro-batch.
+    pub fn forward_tapped(
+        &mut self,
+        tokens: &[u32],
+        start_pos: usize,
+        tap: &mut TapFn<'_>,
+    ) -> Result<Vec<f32>> {
+        if tokens.len() > self.st.limits().max_tokens {
+            return Err(ModelError::Mla(glint_mla::MlaError::PlanTooLarge {
+                what: "tokens in a tapped call",
+                n: tokens.len(),
+                limit: self.st.limits().max_tokens,
+            }));
+        }
+        self.run(tokens, start_pos, Logits::All, Some(tap))
+    }
+
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        start: usize,
+        want: Logits,
+        mut tap: Option<&mut TapFn<'_>>,
+    ) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(ModelError::EmptyBatch);
+        }
+        if start > self.seq.len {
+            return Err(ModelError::Gap {
+                start,
+                cached: self.seq.len,
+            });
+        }
+        if start + n > self.opts.ctx_len {
+            return Err(ModelError::ContextOverflow {
+                needed: start + n,
+                ctx_len: self.opts.ctx_len,
+            });
+        }
+        let nv = self.model.cfg.n_vocab;
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= nv) {
+            return Err(ModelError::TokenOutOfRange {
+                token: t,
+                n_vocab: nv,
+            });
+        }
+        self.pool.reserve(&mut self.seq, start + n)?;
+        let before = self.seq.len;
+        self.seq.len = start;
+        let out_rows = if want == Logits::All { n } else { 1 };
+        let mut out = vec![0f32; out_rows * nv];
+        let mut chunk_sel: Vec<Vec<Option<Vec<u32>>>> = Vec::new();
+        let ub = self.st.limits().max_tokens;
+        let mut done = 0;
+        while done < n {
+            let m = ub.min(n - done);
+            let last = done + m == n;
+            let chunk_want = match want {
+                Logits::All => Logits::All,
+                _ if last => Logits::Last,
+                _ => Logits::None,
+            };
+            let mut plan = BatchPlan::new(self.opts.block_size);
+            let r = plan
+                .push(&self.seq, &tokens[done..done + m], start + done, chunk_want)
+                .map_err(ModelError::from)
+                .and_then(|_| {
+                    let rows = plan.logit_rows().len();
+                    let lo = if want == Logits::All { done * nv } else { 0 };
+                    let dst = &mut out[lo..lo + rows * nv];
+                    match tap.as_mut() {
+                        Some(t) => {
+                            self.model
+                                .step_tapped(&plan, &mut self.pool, &mut self.st, dst, t)
+                        }
+                        None => self.model.step(&plan, &mut self.pool, &mut self.st, dst),
+                    }
+                });
+            if let Err(e) = r {
+                // The rows this call wrote are past the valid length again.
+                self.seq.len = before.min(start);
+                return Err(e);
+            }
+            if self.record_selections {
+                chunk_sel.push(self.st.selections().to_vec());
+            }
+            done += m;
+            self.seq.len = start + done;
+        }
+        if self.record_selections {
+            self.selections = self.merge_selections(&chunk_sel, tokens.len(), start);
+        }
+        Ok(out)
+    }
+
+    /// Joins the per-chunk selections of one call into per-call rows (see [`Self::selections`]).
+    fn merge_selections(
+        &self,
+        chunks: &[Vec<Option<Vec<u32>>>],
+        n: usize,
+        start: usize,
+    ) -> Vec<Option<Vec<u32>>> {
+        let Some(k) = self.model.cfg.indexer.as_ref().map(|ix| ix.top_k) else {
+            return vec![None; self.model.cfg.n_layer];
+        };
+        let ub = self.st.limits().max_tokens;
+        (0..self.model.cfg.n_layer)
+            .map(|l| {
+                if chunks.iter().all(|c| c[l].is_none()) {
+                    return None;
+                }
+                let mut rows = Vec::with_capacity(n * k);
+                for (ci, c) in chunks.iter().enumerate() {
+                    let m = ub.min(n - ci * ub);
+                    match &c[l] {
+                        Some(v) => rows.extend_from_slice(&v[..m * k]),
+                        None => {
+                            for i in 0..m {
+                                let pos = (start + ci * ub + i) as u32;
+                                rows.extend(
+                                    (0..k as u32).map(|t| if t <= pos { t } else { u32::MAX }),
+                                );
+                            }
+                        }
+                    }
+                }
+                Some(rows)
+            })
+            .collect()
+    }
+}
+
+/// The callback of [`Glm5::forward_tapped`] and [`Model::step_tapped`]: (where, trunk layer, hidden states).
 pub type TapFn<'t> = dyn FnMut(Tap, usize, &mut [f32]) + 't;
 
 /// Where [`Glm5::forward_tapped`] shows the hidden states of a trunk layer.
@@ -245,9 +573,9 @@ fn tap_hidden<B: Backend>(
     len: usize,
     f: impl FnOnce(&mut [f32]),
 ) -> Result<()> {
-    let mut host = vec![0f32; be.buf_len(h)];
+    let mut host = vec![0f32; len];
     be.download(h, &mut host)?;
-    f(&mut host[..len]);
-    *h = be.upload(&host)?;
+    f(&mut host);
+    be.write(h, &host)?;
     Ok(())
 }

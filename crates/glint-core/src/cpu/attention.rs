@@ -92,20 +92,131 @@ fn with_scratch<R>(
     r
 }
 
+/// The CPU's view of [`crate::backend::Pages`].
+#[derive(Clone, Copy)]
+pub(crate) struct PageView<'a> {
+    pub tables: &'a [u32],
+    pub token_seq: &'a [u32],
+    pub max_blocks: usize,
+    pub block_size: usize,
+}
+
+impl<'a> PageView<'a> {
+    /// The block table of token `s`'s sequence.
+    fn table(&self, op: &'static str, s: usize) -> Result<&'a [u32]> {
+        let seq = *self.token_seq.get(s).ok_or(CoreError::Index {
+            op,
+            index: s,
+            limit: self.token_seq.len(),
+        })? as usize;
+        let lo = seq * self.max_blocks;
+        self.tables
+            .get(lo..lo + self.max_blocks)
+            .ok_or(CoreError::Index {
+                op,
+                index: seq,
+                limit: self.tables.len() / self.max_blocks.max(1),
+            })
+    }
+}
+
+/// Logical keys `0..nk` of a sequence as rows of `pool [rows × dk]`: a slice of the pool when
+/// its blocks are consecutive (a fresh pool hands them out in order), else gathered into `buf`.
+#[allow(clippy::too_many_arguments)]
+fn dense_keys<'p>(
+    op: &'static str,
+    pool: &'p [f32],
+    dk: usize,
+    table: &[u32],
+    bs: usize,
+    nk: usize,
+    buf: &'p mut Vec<f32>,
+) -> Result<&'p [f32]> {
+    let n_blocks = nk.div_ceil(bs);
+    let rows = pool.len() / dk;
+    if n_blocks > table.len() {
+        return Err(CoreError::Index {
+            op,
+            index: nk,
+            limit: table.len() * bs,
+        });
+    }
+    let blocks = &table[..n_blocks];
+    let first = blocks.first().copied().unwrap_or(0) as usize;
+    if blocks
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b as usize == first + i)
+    {
+        let lo = first * bs * dk;
+        return pool.get(lo..lo + nk * dk).ok_or(CoreError::Index {
+            op,
+            index: first * bs + nk,
+            limit: rows,
+        });
+    }
+    buf.clear();
+    for (i, &b) in blocks.iter().enumerate() {
+        let take = bs.min(nk - i * bs);
+        let lo = b as usize * bs * dk;
+        let src = pool.get(lo..lo + take * dk).ok_or(CoreError::Index {
+            op,
+            index: b as usize * bs + take,
+            limit: rows,
+        })?;
+        buf.extend_from_slice(src);
+    }
+    Ok(&buf[..])
+}
+
+/// Rows of the logical keys `sel` (those `≤ pos`) gathered from the pool into `buf`.
+#[allow(clippy::too_many_arguments)]
+fn selected_keys<'p>(
+    op: &'static str,
+    pool: &[f32],
+    dk: usize,
+    table: &[u32],
+    bs: usize,
+    sel: &[u32],
+    pos: usize,
+    buf: &'p mut Vec<f32>,
+) -> Result<&'p [f32]> {
+    buf.clear();
+    let rows = pool.len() / dk;
+    for t in sel.iter().map(|&t| t as usize).filter(|&t| t <= pos) {
+        let b = *table.get(t / bs).ok_or(CoreError::Index {
+            op,
+            index: t,
+            limit: table.len() * bs,
+        })? as usize;
+        let r = b * bs + t % bs;
+        let src = pool.get(r * dk..(r + 1) * dk).ok_or(CoreError::Index {
+            op,
+            index: r,
+            limit: rows,
+        })?;
+        buf.extend_from_slice(src);
+    }
+    Ok(&buf[..])
+}
+
 /// Absorbed MLA for one query token: all heads share the key rows (MQA), so the scores of every
 /// head are one GEMM `Q [H × dk] · Kᵀ` and the output one GEMM `P [H × nk] · V`.
 #[allow(clippy::too_many_arguments)]
 fn attend_token(
     qs: &[f32],
     cache: &[f32],
+    table: &[u32],
+    bs: usize,
     pos: usize,
     sel: Option<&[u32]>,
     p: &AttnParams,
     o: &mut [f32],
     across: bool,
-) {
+) -> Result<()> {
     let (h, dk, dv) = (p.n_heads, p.dk, p.dv);
-    let mut attend = |keys: &[f32], nk: usize| {
+    let attend = |keys: &[f32], o: &mut [f32]| {
+        let nk = keys.len() / dk;
         if nk == 0 {
             o.fill(0.0);
             return;
@@ -118,41 +229,42 @@ fn attend_token(
             small_gemm(h, dv, nk, o, sc, keys, dk, 1, 1.0, par);
         });
     };
-    match sel {
-        Some(sel) => with_scratch(&KEYS, 0, |gathered| {
-            gathered.clear();
-            for t in sel.iter().map(|&t| t as usize) {
-                if t <= pos && t < p.n_kv {
-                    gathered.extend_from_slice(&cache[t * dk..(t + 1) * dk]);
-                }
+    let nk = (pos + 1).min(p.n_kv);
+    with_scratch(&KEYS, 0, |buf| {
+        let keys = match sel {
+            // Past the selection size the indexer's choice matters; below it, it would pick
+            // every visible key, and attending to them in order keeps the result independent of
+            // whatever else shares the step.
+            Some(sel) if nk > p.n_selected => {
+                selected_keys("mla_attention", cache, dk, table, bs, sel, pos, buf)?
             }
-            attend(gathered, gathered.len() / dk);
-        }),
-        None => {
-            let nk = (pos + 1).min(p.n_kv);
-            attend(&cache[..nk * dk], nk);
-        }
-    }
+            _ => dense_keys("mla_attention", cache, dk, table, bs, nk, buf)?,
+        };
+        attend(keys, o);
+        Ok(())
+    })
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn mla_attention(
     q: &[f32],
     cache: &[f32],
     positions: &[u32],
+    pages: PageView<'_>,
     selected: Option<&[u32]>,
     p: &AttnParams,
     out: &mut [f32],
 ) -> Result<()> {
     let (n, h, dk, dv) = (p.n_tokens, p.n_heads, p.dk, p.dv);
-    if dv > dk {
+    if dv > dk || dk == 0 || pages.block_size == 0 {
         return Err(CoreError::Param {
             op: "mla_attention",
-            msg: format!("dv {dv} > dk {dk}"),
+            msg: format!("dv {dv}, dk {dk}, block size {}", pages.block_size),
         });
     }
     need("mla_attention", "q", n * h * dk, q.len())?;
-    need("mla_attention", "cache", p.n_kv * dk, cache.len())?;
     need("mla_attention", "positions", n, positions.len())?;
+    need("mla_attention", "token_seq", n, pages.token_seq.len())?;
     need("mla_attention", "out", n * h * dv, out.len())?;
     if let Some(s) = selected {
         need("mla_attention", "selected", n * p.n_selected, s.len())?;
@@ -161,19 +273,20 @@ pub(crate) fn mla_attention(
     let body = |s: usize, o: &mut [f32]| {
         let sel = selected.map(|v| &v[s * p.n_selected..(s + 1) * p.n_selected]);
         let qs = &q[s * h * dk..(s + 1) * h * dk];
-        attend_token(qs, cache, positions[s] as usize, sel, p, o, across);
+        let table = pages.table("mla_attention", s)?;
+        let pos = positions[s] as usize;
+        attend_token(qs, cache, table, pages.block_size, pos, sel, p, o, across)
     };
     let out = &mut out[..n * h * dv];
     if across {
         out.par_chunks_mut(h * dv)
             .enumerate()
-            .for_each(|(s, o)| body(s, o));
+            .try_for_each(|(s, o)| body(s, o))
     } else {
         out.chunks_mut(h * dv)
             .enumerate()
-            .for_each(|(s, o)| body(s, o));
+            .try_for_each(|(s, o)| body(s, o))
     }
-    Ok(())
 }
 
 pub(crate) fn indexer_scores(
@@ -181,48 +294,60 @@ pub(crate) fn indexer_scores(
     w: &[f32],
     keys: &[f32],
     positions: &[u32],
+    pages: PageView<'_>,
     p: &IndexerParams,
     out: &mut [f32],
 ) -> Result<()> {
     let (n, hi, d, nkv) = (p.n_tokens, p.n_heads, p.head_dim, p.n_kv);
+    if d == 0 || pages.block_size == 0 {
+        return Err(CoreError::Param {
+            op: "indexer_scores",
+            msg: format!("head_dim {d}, block size {}", pages.block_size),
+        });
+    }
     need("indexer_scores", "q", n * hi * d, q.len())?;
     need("indexer_scores", "w", n * hi, w.len())?;
-    need("indexer_scores", "keys", nkv * d, keys.len())?;
     need("indexer_scores", "positions", n, positions.len())?;
+    need("indexer_scores", "token_seq", n, pages.token_seq.len())?;
     need("indexer_scores", "out", n * nkv, out.len())?;
     if nkv == 0 {
         return Ok(());
     }
     let across = split(n);
-    let body = |s: usize, row: &mut [f32]| {
+    let body = |s: usize, row: &mut [f32]| -> Result<()> {
         let nk = (positions[s] as usize + 1).min(nkv);
         let par = inner_par(across, hi * nk * d);
         let ws = &w[s * hi..(s + 1) * hi];
-        // logits[j][t] = q_j · k_t for every head at once, then Σ_j w_j ReLU(·).
-        with_scratch(&SCORES, hi * nk, |logits| {
-            let logits = &mut logits[..hi * nk];
-            let qs = &q[s * hi * d..(s + 1) * hi * d];
-            small_gemm(hi, nk, d, logits, qs, keys, 1, d, 1.0, par);
-            row[..nk].fill(0.0);
-            for (j, lj) in logits.chunks(nk).enumerate() {
-                for (r, &l) in row[..nk].iter_mut().zip(lj) {
-                    *r += ws[j] * l.max(0.0);
+        let table = pages.table("indexer_scores", s)?;
+        with_scratch(&KEYS, 0, |buf| {
+            let k = dense_keys("indexer_scores", keys, d, table, pages.block_size, nk, buf)?;
+            // logits[j][t] = q_j · k_t for every head at once, then Σ_j w_j ReLU(·).
+            with_scratch(&SCORES, hi * nk, |logits| {
+                let logits = &mut logits[..hi * nk];
+                let qs = &q[s * hi * d..(s + 1) * hi * d];
+                small_gemm(hi, nk, d, logits, qs, k, 1, d, 1.0, par);
+                row[..nk].fill(0.0);
+                for (j, lj) in logits.chunks(nk).enumerate() {
+                    for (r, &l) in row[..nk].iter_mut().zip(lj) {
+                        *r += ws[j] * l.max(0.0);
+                    }
                 }
-            }
-        });
+            });
+            Ok::<(), CoreError>(())
+        })?;
         row[nk..].fill(f32::NEG_INFINITY);
+        Ok(())
     };
     let out = &mut out[..n * nkv];
     if across {
         out.par_chunks_mut(nkv)
             .enumerate()
-            .for_each(|(s, r)| body(s, r));
+            .try_for_each(|(s, r)| body(s, r))
     } else {
         out.chunks_mut(nkv)
             .enumerate()
-            .for_each(|(s, r)| body(s, r));
+            .try_for_each(|(s, r)| body(s, r))
     }
-    Ok(())
 }
 
 pub(crate) fn top_k(x: &[f32], rows: usize, n: usize, k: usize, ids: &mut [u32]) -> Result<()> {

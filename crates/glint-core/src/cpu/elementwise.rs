@@ -128,10 +128,52 @@ pub(crate) fn softmax_row(r: &mut [f32]) {
     }
 }
 
-pub(crate) fn softmax(x: &mut [f32], rows: usize, n: usize) -> Result<()> {
-    need("softmax", "x", rows * n, x.len())?;
-    x[..rows * n].par_chunks_mut(n).for_each(softmax_row);
+/// Moves `n` rows of width `dim` between `src` and `dst` by index: `dst[to(i)] = src[from(i)]`.
+fn move_rows(
+    op: &'static str,
+    src: &[f32],
+    dim: usize,
+    n: usize,
+    dst: &mut [f32],
+    index: impl Fn(usize) -> (usize, usize),
+) -> Result<()> {
+    let (src_rows, dst_rows) = (src.len() / dim.max(1), dst.len() / dim.max(1));
+    for i in 0..n {
+        let (from, to) = index(i);
+        if from >= src_rows || to >= dst_rows {
+            return Err(CoreError::Index {
+                op,
+                index: if from >= src_rows { from } else { to },
+                limit: if from >= src_rows { src_rows } else { dst_rows },
+            });
+        }
+        dst[to * dim..(to + 1) * dim].copy_from_slice(&src[from * dim..(from + 1) * dim]);
+    }
     Ok(())
+}
+
+pub(crate) fn set_rows(
+    src: &[f32],
+    dim: usize,
+    slots: &[u32],
+    n: usize,
+    dst: &mut [f32],
+) -> Result<()> {
+    need("set_rows", "slots", n, slots.len())?;
+    need("set_rows", "src", n * dim, src.len())?;
+    move_rows("set_rows", src, dim, n, dst, |i| (i, slots[i] as usize))
+}
+
+pub(crate) fn gather_rows(
+    src: &[f32],
+    dim: usize,
+    rows: &[u32],
+    n: usize,
+    dst: &mut [f32],
+) -> Result<()> {
+    need("gather_rows", "rows", n, rows.len())?;
+    need("gather_rows", "dst", n * dim, dst.len())?;
+    move_rows("gather_rows", src, dim, n, dst, |i| (rows[i] as usize, i))
 }
 
 pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Result<()> {

@@ -12,7 +12,7 @@ use glint_gguf::GgmlType;
 
 pub use weight::{decode_to_f32, CpuWeight};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Pages};
 use crate::error::{need, Result};
 use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams};
 
@@ -61,6 +61,16 @@ impl Backend for CpuBackend {
     fn download_ids(&self, ids: &Vec<u32>, out: &mut [u32]) -> Result<()> {
         need("download_ids", "ids", out.len(), ids.len())?;
         out.copy_from_slice(&ids[..out.len()]);
+        Ok(())
+    }
+    fn write(&self, buf: &mut Vec<f32>, host: &[f32]) -> Result<()> {
+        need("write", "buf", host.len(), buf.len())?;
+        buf[..host.len()].copy_from_slice(host);
+        Ok(())
+    }
+    fn write_ids(&self, ids: &mut Vec<u32>, host: &[u32]) -> Result<()> {
+        need("write_ids", "ids", host.len(), ids.len())?;
+        ids[..host.len()].copy_from_slice(host);
         Ok(())
     }
     fn upload_weight<'a>(
@@ -130,9 +140,6 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         elementwise::rope(x, pos, inv_freq, p)
     }
-    fn softmax(&self, x: &mut Vec<f32>, rows: usize, n: usize) -> Result<()> {
-        elementwise::softmax(x, rows, n)
-    }
     fn silu_mul(&self, g: &Vec<f32>, u: &Vec<f32>, n: usize, out: &mut Vec<f32>) -> Result<()> {
         elementwise::silu_mul(g, u, n, out)
     }
@@ -159,6 +166,27 @@ impl Backend for CpuBackend {
         cols: usize,
     ) -> Result<()> {
         elementwise::copy2d(src, so, ss, dst, d_o, ds, rows, cols)
+    }
+
+    fn set_rows(
+        &self,
+        src: &Vec<f32>,
+        dim: usize,
+        slots: &Vec<u32>,
+        n: usize,
+        dst: &mut Vec<f32>,
+    ) -> Result<()> {
+        elementwise::set_rows(src, dim, slots, n, dst)
+    }
+    fn gather_rows(
+        &self,
+        src: &Vec<f32>,
+        dim: usize,
+        rows: &Vec<u32>,
+        n: usize,
+        dst: &mut Vec<f32>,
+    ) -> Result<()> {
+        elementwise::gather_rows(src, dim, rows, n, dst)
     }
 
     fn moe_route(
@@ -225,10 +253,11 @@ impl Backend for CpuBackend {
         w: &Vec<f32>,
         keys: &Vec<f32>,
         pos: &Vec<u32>,
+        pages: &Pages<'_, Self>,
         p: &IndexerParams,
         out: &mut Vec<f32>,
     ) -> Result<()> {
-        attention::indexer_scores(q, w, keys, pos, p, out)
+        attention::indexer_scores(q, w, keys, pos, view(pages), p, out)
     }
     fn top_k(
         &self,
@@ -245,10 +274,21 @@ impl Backend for CpuBackend {
         q: &Vec<f32>,
         cache: &Vec<f32>,
         pos: &Vec<u32>,
+        pages: &Pages<'_, Self>,
         selected: Option<&Vec<u32>>,
         p: &AttnParams,
         out: &mut Vec<f32>,
     ) -> Result<()> {
-        attention::mla_attention(q, cache, pos, selected.map(|s| s.as_slice()), p, out)
+        let sel = selected.map(|s| s.as_slice());
+        attention::mla_attention(q, cache, pos, view(pages), sel, p, out)
+    }
+}
+
+fn view<'a>(p: &Pages<'a, CpuBackend>) -> attention::PageView<'a> {
+    attention::PageView {
+        tables: p.tables,
+        token_seq: p.token_seq,
+        max_blocks: p.max_blocks,
+        block_size: p.block_size,
     }
 }

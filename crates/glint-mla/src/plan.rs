@@ -1,0 +1,236 @@
+//! One forward step described on the host: which tokens of which sequences, at which positions,
+//! written to which pool rows, and which rows need logits. Prefill chunks and decode tokens of
+//! different sequences mix freely. Everything is checked here, before a step touches the
+//! device, so a bad plan is an error and the cache is left as it was.
+
+use glint_core::Backend;
+
+use crate::cache::SeqCache;
+use crate::error::{MlaError, Result};
+
+/// What a step was sized for at load; a plan larger than this is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepLimits {
+    /// Tokens per step (the micro-batch, llama.cpp's `-ub`).
+    pub max_tokens: usize,
+    /// Sequences per step.
+    pub max_seqs: usize,
+    /// Block-table entries per sequence (context length / block size, rounded up).
+    pub max_blocks: usize,
+}
+
+/// Which of a sequence's tokens in the step need logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    None,
+    Last,
+    All,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BatchPlan {
+    pub(crate) tokens: Vec<u32>,
+    pub(crate) positions: Vec<u32>,
+    pub(crate) token_seq: Vec<u32>,
+    pub(crate) slots: Vec<u32>,
+    pub(crate) tables: Vec<Vec<u32>>,
+    pub(crate) logits: Vec<u32>,
+    pub(crate) block_size: usize,
+}
+
+impl BatchPlan {
+    pub fn new(block_size: usize) -> Self {
+        Self {
+            block_size,
+            ..Self::default()
+        }
+    }
+    pub fn n_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+    pub fn n_seqs(&self) -> usize {
+        self.tables.len()
+    }
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+    /// Step rows whose logits are returned, in order.
+    pub fn logit_rows(&self) -> &[u32] {
+        &self.logits
+    }
+    /// Keys the most-advanced token of the step sees (its position + 1).
+    pub fn max_seen(&self) -> usize {
+        self.positions
+            .iter()
+            .map(|&p| p as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Adds `tokens` of the sequence `seq` at positions `start..` (`start ≤ seq.len`: a plan
+    /// continues a sequence or rewrites its tail). The positions must already be reserved in
+    /// the pool ([`crate::KvPool::reserve`]). Returns the sequence's index in the plan.
+    pub fn push(
+        &mut self,
+        seq: &SeqCache,
+        tokens: &[u32],
+        start: usize,
+        logits: Logits,
+    ) -> Result<usize> {
+        if tokens.is_empty() {
+            return Err(MlaError::Plan("a sequence with no tokens".into()));
+        }
+        if start > seq.len {
+            return Err(MlaError::Gap {
+                start,
+                len: seq.len,
+            });
+        }
+        let end = start + tokens.len();
+        let reserved = seq.blocks.len() * self.block_size;
+        if end > reserved {
+            return Err(MlaError::NotReserved {
+                needed: end,
+                reserved,
+            });
+        }
+        if end > u32::MAX as usize {
+            return Err(MlaError::Plan(format!("position {end} does not fit u32")));
+        }
+        let s = self.tables.len() as u32;
+        let bs = self.block_size;
+        let first_row = self.tokens.len();
+        for (i, &t) in tokens.iter().enumerate() {
+            let pos = start + i;
+            self.tokens.push(t);
+            self.positions.push(pos as u32);
+            self.token_seq.push(s);
+            let slot = seq.blocks[pos / bs] as usize * bs + pos % bs;
+            self.slots.push(
+                u32::try_from(slot)
+                    .map_err(|_| MlaError::Plan(format!("pool row {slot} does not fit u32")))?,
+            );
+        }
+        match logits {
+            Logits::None => {}
+            Logits::Last => self.logits.push((first_row + tokens.len() - 1) as u32),
+            Logits::All => self
+                .logits
+                .extend((first_row..first_row + tokens.len()).map(|r| r as u32)),
+        }
+        self.tables.push(seq.blocks.clone());
+        Ok(s as usize)
+    }
+
+    /// Checks the plan against what the step was sized for and against the pool.
+    pub fn validate(&self, limits: &StepLimits, n_blocks: usize) -> Result<()> {
+        let over = |what: &'static str, n: usize, limit: usize| {
+            if n > limit {
+                Err(MlaError::PlanTooLarge { what, n, limit })
+            } else {
+                Ok(())
+            }
+        };
+        if self.tokens.is_empty() {
+            return Err(MlaError::Plan("empty step".into()));
+        }
+        over("tokens", self.tokens.len(), limits.max_tokens)?;
+        over("sequences", self.tables.len(), limits.max_seqs)?;
+        for t in &self.tables {
+            over("blocks of one sequence", t.len(), limits.max_blocks)?;
+            if let Some(&b) = t.iter().find(|&&b| b as usize >= n_blocks) {
+                return Err(MlaError::BlockOutOfPool { block: b, n_blocks });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The per-step values every layer reads, in device buffers sized once for [`StepLimits`] and
+/// overwritten before each step (no allocation, nothing per step in op arguments but sizes).
+pub struct StepInputs<B: Backend> {
+    pub positions: B::Ids,
+    /// Pool row of each token.
+    pub slots: B::Ids,
+    pub token_seq: B::Ids,
+    /// `[max_seqs × max_blocks]`.
+    pub tables: B::Ids,
+    /// `[max_tokens × n_heads]`, `h` at `t·n_heads + h`: the default per-head product's ids.
+    pub head_ids: B::Ids,
+    /// Step rows that need logits.
+    pub logit_rows: B::Ids,
+    pub limits: StepLimits,
+    pub block_size: usize,
+    /// Tokens of the current step.
+    pub n: usize,
+    /// Keys the most-advanced token of the current step sees.
+    pub max_seen: usize,
+    /// Host copy of the table rows, reused so writing a plan does not allocate.
+    flat: Vec<u32>,
+}
+
+impl<B: Backend> StepInputs<B> {
+    pub fn new(be: &B, limits: StepLimits, block_size: usize, n_heads: usize) -> Result<Self> {
+        let table_len = limits
+            .max_seqs
+            .checked_mul(limits.max_blocks)
+            .ok_or_else(|| MlaError::BadPool(format!("{limits:?}")))?;
+        let heads: Vec<u32> = (0..limits.max_tokens * n_heads)
+            .map(|i| (i % n_heads.max(1)) as u32)
+            .collect();
+        Ok(Self {
+            positions: be.alloc_ids(limits.max_tokens)?,
+            slots: be.alloc_ids(limits.max_tokens)?,
+            token_seq: be.alloc_ids(limits.max_tokens)?,
+            tables: be.alloc_ids(table_len)?,
+            head_ids: be.upload_ids(&heads)?,
+            logit_rows: be.alloc_ids(limits.max_tokens)?,
+            limits,
+            block_size,
+            n: 0,
+            max_seen: 0,
+            flat: vec![0; table_len],
+        })
+    }
+
+    /// Key capacity of a step: what index and score widths are sized for.
+    pub fn kv_capacity(&self) -> usize {
+        self.limits.max_blocks * self.block_size
+    }
+
+    pub fn pages(&self) -> glint_core::Pages<'_, B> {
+        glint_core::Pages {
+            tables: &self.tables,
+            token_seq: &self.token_seq,
+            max_blocks: self.limits.max_blocks,
+            block_size: self.block_size,
+        }
+    }
+
+    /// Writes a validated plan's values into the device buffers.
+    pub fn write(&mut self, be: &B, plan: &BatchPlan) -> Result<()> {
+        if plan.block_size != self.block_size {
+            return Err(MlaError::Plan(format!(
+                "plan made for block size {}, the pool has {}",
+                plan.block_size, self.block_size
+            )));
+        }
+        let mb = self.limits.max_blocks;
+        for (s, t) in plan.tables.iter().enumerate() {
+            let row = &mut self.flat[s * mb..(s + 1) * mb];
+            row[..t.len()].copy_from_slice(t);
+            row[t.len()..].fill(0);
+        }
+        be.write_ids(&mut self.positions, &plan.positions)?;
+        be.write_ids(&mut self.slots, &plan.slots)?;
+        be.write_ids(&mut self.token_seq, &plan.token_seq)?;
+        be.write_ids(&mut self.tables, &self.flat[..plan.tables.len() * mb])?;
+        be.write_ids(&mut self.logit_rows, &plan.logits)?;
+        self.n = plan.tokens.len();
+        self.max_seen = plan.max_seen();
+        Ok(())
+    }
+}
