@@ -70,9 +70,49 @@ impl BatchPlan {
         self.tokens.is_empty()
     }
 
+    /// Registers a sequence (its block table) with the step and returns its index in the plan,
+    /// for [`Self::add_token`]. [`Self::push`] does both for a run of tokens.
+    pub fn add_seq(&mut self, seq: &SeqCache) -> usize {
+        self.tables.push(seq.blocks.clone());
+        self.tables.len() - 1
+    }
+
+    /// Adds one token of plan sequence `s` at position `pos`; tokens of different sequences
+    /// may interleave in any order. Every position before `pos` must be cached or in this
+    /// step (the caller's invariant: [`Self::push`] checks it for a run).
+    pub fn add_token(&mut self, s: usize, token: u32, pos: usize, logits: bool) -> Result<()> {
+        let bs = self.block_size;
+        let table = self
+            .tables
+            .get(s)
+            .ok_or_else(|| MlaError::Plan(format!("no sequence {s} in the plan")))?;
+        let reserved = table.len() * bs;
+        if pos >= reserved {
+            return Err(MlaError::NotReserved {
+                needed: pos + 1,
+                reserved,
+            });
+        }
+        let slot = table[pos / bs] as usize * bs + pos % bs;
+        let (Ok(pos32), Ok(slot32)) = (u32::try_from(pos), u32::try_from(slot)) else {
+            return Err(MlaError::Plan(format!(
+                "position {pos} / pool row {slot} does not fit u32"
+            )));
+        };
+        if logits {
+            self.logits.push(self.tokens.len() as u32);
+        }
+        self.tokens.push(token);
+        self.positions.push(pos32);
+        self.token_seq.push(s as u32);
+        self.slots.push(slot32);
+        Ok(())
+    }
+
     /// Adds `tokens` of the sequence `seq` at positions `start..` (`start ≤ seq.len`: a plan
     /// continues a sequence or rewrites its tail). The positions must already be reserved in
-    /// the pool ([`crate::KvPool::reserve`]). Returns the sequence's index in the plan.
+    /// the pool ([`crate::KvPool::reserve`]). Returns the sequence's index in the plan. On
+    /// error the plan is unchanged.
     pub fn push(
         &mut self,
         seq: &SeqCache,
@@ -97,32 +137,35 @@ impl BatchPlan {
                 reserved,
             });
         }
-        if end > u32::MAX as usize {
-            return Err(MlaError::Plan(format!("position {end} does not fit u32")));
-        }
-        let s = self.tables.len() as u32;
-        let bs = self.block_size;
-        let first_row = self.tokens.len();
+        let s = self.add_seq(seq);
+        let last = tokens.len() - 1;
         for (i, &t) in tokens.iter().enumerate() {
-            let pos = start + i;
-            self.tokens.push(t);
-            self.positions.push(pos as u32);
-            self.token_seq.push(s);
-            let slot = seq.blocks[pos / bs] as usize * bs + pos % bs;
-            self.slots.push(
-                u32::try_from(slot)
-                    .map_err(|_| MlaError::Plan(format!("pool row {slot} does not fit u32")))?,
-            );
+            let want = match logits {
+                Logits::None => false,
+                Logits::Last => i == last,
+                Logits::All => true,
+            };
+            if let Err(e) = self.add_token(s, t, start + i, want) {
+                self.truncate_seqs(s);
+                return Err(e);
+            }
         }
-        match logits {
-            Logits::None => {}
-            Logits::Last => self.logits.push((first_row + tokens.len() - 1) as u32),
-            Logits::All => self
-                .logits
-                .extend((first_row..first_row + tokens.len()).map(|r| r as u32)),
-        }
-        self.tables.push(seq.blocks.clone());
-        Ok(s as usize)
+        Ok(s)
+    }
+
+    /// Drops plan sequences `s..` and their tokens (undo of a failed [`Self::push`]).
+    fn truncate_seqs(&mut self, s: usize) {
+        let keep = self
+            .token_seq
+            .iter()
+            .take_while(|&&q| (q as usize) < s)
+            .count();
+        self.tokens.truncate(keep);
+        self.positions.truncate(keep);
+        self.token_seq.truncate(keep);
+        self.slots.truncate(keep);
+        self.logits.retain(|&r| (r as usize) < keep);
+        self.tables.truncate(s);
     }
 
     /// Checks the plan against what the step was sized for and against the pool.

@@ -1,0 +1,254 @@
+//! The batched, paged step against transformers and against the same prompt run alone:
+//! several fixture prompts interleaved token by token in shared steps (prefill chunks of one
+//! sequence next to single decode-like tokens of another) give each prompt transformers'
+//! logits; a prompt in a step with 15 other sequences gives bit-identical logits to the prompt
+//! alone (batch invariance: a server's answers must not depend on its load); chunked prefill
+//! equals one-shot prefill bit for bit; refused plans leave the cache as it was.
+
+mod common;
+
+use common::{case, case_gguf, fixture_dir, ids_of, read_npy_f32, reference, usizes_of};
+use glint_gguf::Gguf;
+use glm5_model::{
+    Backend, BatchPlan, CpuBackend, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
+    SessionOptions, StepLimits, StepState,
+};
+
+/// Bound against transformers where the indexer's selection is unambiguous: the same bound and
+/// measurement as forward_fixture.rs (<= 3.34e-5 measured, every kernel family).
+const DENSE_BOUND: f32 = 6e-5;
+
+const BLOCK: usize = 16;
+
+struct Engine<'a> {
+    model: Model<'a, CpuBackend>,
+    pool: KvPool<CpuBackend>,
+    st: StepState<CpuBackend>,
+}
+
+fn engine(g: &Gguf, max_tokens: usize, max_seqs: usize, n_blocks: usize) -> Engine<'_> {
+    let model = Model::load(g, CpuBackend::new()).unwrap();
+    let pool = model.new_pool(n_blocks, BLOCK).unwrap();
+    let limits = StepLimits {
+        max_tokens,
+        max_seqs,
+        max_blocks: 4096 / BLOCK,
+    };
+    let st = model.new_step_state(limits, BLOCK, max_tokens).unwrap();
+    Engine { model, pool, st }
+}
+
+/// Runs the sequences `prompts` to the end through shared steps. Each step takes up to
+/// `chunk[i]` next tokens of sequence `i`, interleaving the sequences token by token, and asks
+/// for the logits of every token. Returns each sequence's logits `[len × n_vocab]`.
+fn run_interleaved(e: &mut Engine<'_>, prompts: &[Vec<u32>], chunk: &[usize]) -> Vec<Vec<f32>> {
+    let nv = e.model.config().n_vocab;
+    let mut seqs: Vec<SeqCache> = prompts.iter().map(|_| SeqCache::default()).collect();
+    for (s, p) in seqs.iter_mut().zip(prompts) {
+        e.pool.reserve(s, p.len()).unwrap();
+    }
+    let mut out: Vec<Vec<f32>> = prompts.iter().map(|_| Vec::new()).collect();
+    while seqs.iter().zip(prompts).any(|(s, p)| s.len < p.len()) {
+        let mut plan = BatchPlan::new(BLOCK);
+        // (sequence, plan index, first position, count) of this step.
+        let mut parts = Vec::new();
+        for (i, (s, p)) in seqs.iter().zip(prompts).enumerate() {
+            let m = chunk[i].min(p.len() - s.len);
+            if m > 0 {
+                parts.push((i, plan.add_seq(s), s.len, m));
+            }
+        }
+        let longest = parts.iter().map(|p| p.3).max().unwrap();
+        for j in 0..longest {
+            for &(i, ps, lo, m) in &parts {
+                if j < m {
+                    plan.add_token(ps, prompts[i][lo + j], lo + j, true)
+                        .unwrap();
+                }
+            }
+        }
+        let mut logits = vec![0f32; plan.logit_rows().len() * nv];
+        e.model
+            .step(&plan, &mut e.pool, &mut e.st, &mut logits)
+            .unwrap();
+        // Rows come in plan order: token j of every part, interleaved.
+        let mut row = 0;
+        for j in 0..longest {
+            for &(i, _, _, m) in &parts {
+                if j < m {
+                    out[i].extend_from_slice(&logits[row * nv..(row + 1) * nv]);
+                    row += 1;
+                }
+            }
+        }
+        for &(i, _, lo, m) in &parts {
+            seqs[i].len = lo + m;
+        }
+    }
+    out
+}
+
+fn alone(g: &Gguf, ids: &[u32], ubatch: usize, block_size: usize) -> Vec<f32> {
+    let opts = SessionOptions {
+        ctx_len: 4096,
+        ubatch,
+        block_size,
+    };
+    let mut m = Glm5::load_with(g, CpuBackend::new(), opts).unwrap();
+    m.forward(ids, 0).unwrap()
+}
+
+#[test]
+fn interleaved_prompts_match_transformers_and_their_solo_runs() {
+    let r = reference();
+    let names = ["short", "chat", "medium"];
+    let g = Gguf::open(case_gguf(&r, case(&r, "medium"))).unwrap();
+    let prompts: Vec<Vec<u32>> = names.iter().map(|n| ids_of(&case(&r, n)["ids"])).collect();
+    let mut e = engine(&g, 64, 4, 64);
+    // short goes one token per step (a decode next to prefill chunks), the others in chunks.
+    let got = run_interleaved(&mut e, &prompts, &[1, 5, 23]);
+    let nv = e.model.config().n_vocab;
+    for (name, (ids, logits)) in names.iter().zip(prompts.iter().zip(&got)) {
+        let c = case(&r, name);
+        let (_, want) = read_npy_f32(&fixture_dir().join(c["logits_file"].as_str().unwrap()));
+        let mut worst = 0f32;
+        for (row, &p) in usizes_of(&c["logit_positions"]).iter().enumerate() {
+            let d = common::max_abs_diff(
+                &logits[p * nv..(p + 1) * nv],
+                &want[row * nv..(row + 1) * nv],
+            );
+            worst = worst.max(d);
+        }
+        eprintln!("{name}: interleaved in shared steps, max |Δlogit| vs transformers {worst:.3e}");
+        assert!(worst <= DENSE_BOUND, "{name}: {worst} vs transformers");
+        assert!(
+            alone(&g, ids, 512, 64) == *logits,
+            "{name}: interleaved logits differ from the prompt run alone"
+        );
+    }
+}
+
+#[test]
+fn a_prompt_among_15_others_is_bit_identical_to_it_alone() {
+    let r = reference();
+    let g = Gguf::open(case_gguf(&r, case(&r, "medium"))).unwrap();
+    let medium = ids_of(&case(&r, "medium")["ids"]);
+    let chat = ids_of(&case(&r, "chat")["ids"]);
+    // 15 other sequences: slices of the fixture prompts at different offsets and lengths.
+    let mut prompts = vec![medium.clone()];
+    for i in 0..15 {
+        let src = if i % 2 == 0 { &medium } else { &chat };
+        let lo = (7 * i) % (src.len() / 2);
+        let len = 3 + (11 * i) % (src.len() - lo - 3);
+        prompts.push(src[lo..lo + len].to_vec());
+    }
+    let mut e = engine(&g, 192, 16, 256);
+    let chunks: Vec<usize> = (0..16).map(|i| [32, 1, 4, 9][i % 4]).collect();
+    let got = run_interleaved(&mut e, &prompts, &chunks);
+    assert!(
+        got[0] == alone(&g, &medium, 512, 64),
+        "medium in a batch of 16 differs from alone"
+    );
+    // And each of the others equals its own solo run.
+    for (i, p) in prompts.iter().enumerate().skip(1) {
+        assert!(
+            got[i] == alone(&g, p, 512, 64),
+            "sequence {i} differs from alone"
+        );
+    }
+}
+
+#[test]
+fn chunked_prefill_equals_one_shot_on_every_fixture_prompt() {
+    let r = reference();
+    for c in r["cases"].as_array().unwrap() {
+        let g = Gguf::open(case_gguf(&r, c)).unwrap();
+        let ids = ids_of(&c["ids"]);
+        let name = c["name"].as_str().unwrap();
+        let one_shot = alone(&g, &ids, ids.len(), 64);
+        for ubatch in [1, 7, 64] {
+            // Block sizes that do and do not divide the micro-batch.
+            for bs in [16, 5] {
+                let got = alone(&g, &ids, ubatch, bs);
+                assert!(
+                    got == one_shot,
+                    "{name}: --ubatch {ubatch}, block {bs} differs"
+                );
+            }
+        }
+        eprintln!(
+            "{name}: {} tokens, ubatch 1/7/64 x block 16/5 = one shot",
+            ids.len()
+        );
+    }
+}
+
+#[test]
+fn refused_plans_leave_the_cache_unchanged() {
+    let r = reference();
+    let g = Gguf::open(case_gguf(&r, case(&r, "short"))).unwrap();
+    let ids = ids_of(&case(&r, "short")["ids"]);
+    let mut e = engine(&g, 4, 2, 4);
+    let nv = e.model.config().n_vocab;
+    let mut seq = SeqCache::default();
+    e.pool.reserve(&mut seq, 4).unwrap();
+    let mut plan = BatchPlan::new(BLOCK);
+    plan.push(&seq, &ids[..4], 0, Logits::Last).unwrap();
+    let mut logits = vec![0f32; nv];
+    e.model
+        .step(&plan, &mut e.pool, &mut e.st, &mut logits)
+        .unwrap();
+    seq.len = 4;
+    let snapshot = |e: &Engine<'_>| -> Vec<Vec<f32>> {
+        e.pool
+            .layers
+            .iter()
+            .map(|l| {
+                let be = e.model.backend();
+                let mut v = vec![0f32; be.buf_len(&l.latent)];
+                be.download(&l.latent, &mut v).unwrap();
+                v
+            })
+            .collect()
+    };
+    let before = snapshot(&e);
+    let mut check = |plan: &BatchPlan, rows: usize, want: &str| {
+        let mut logits = vec![0f32; rows * nv];
+        let err = e
+            .model
+            .step(plan, &mut e.pool, &mut e.st, &mut logits)
+            .unwrap_err();
+        assert!(err.to_string().contains(want), "{err} (want {want})");
+        assert!(snapshot(&e) == before, "{want}: the cache changed");
+    };
+    // More tokens than the step holds.
+    let mut big = SeqCache::default();
+    big.blocks = seq.blocks.clone();
+    big.len = 4;
+    let mut p = BatchPlan::new(BLOCK);
+    p.push(&big, &ids[..5], 0, Logits::Last).unwrap();
+    check(&p, 1, "step plan has 5 tokens, the step was sized for 4");
+    // A block table pointing outside the pool.
+    let forged = SeqCache {
+        blocks: vec![9],
+        len: 0,
+    };
+    let mut p = BatchPlan::new(BLOCK);
+    p.push(&forged, &ids[..1], 0, Logits::Last).unwrap();
+    check(&p, 1, "block table names block 9, the pool has 4");
+    // A token id past the vocabulary.
+    let mut p = BatchPlan::new(BLOCK);
+    p.push(&seq, &[nv as u32], 4, Logits::Last).unwrap();
+    check(&p, 1, "out of range");
+    // Pool exhaustion is an error the caller can act on, and changes nothing either.
+    let mut other = SeqCache::default();
+    let err = e.pool.reserve(&mut other, 5 * BLOCK).unwrap_err();
+    assert!(err.to_string().contains("KV pool exhausted"), "{err}");
+    assert_eq!(other, SeqCache::default());
+    // The single-sequence API: a failing call leaves the cached length as it was.
+    let mut m = Glm5::load(&g, CpuBackend::new(), 8).unwrap();
+    m.forward(&ids[..3], 0).unwrap();
+    let e2 = m.forward(&[1; 6], 3).unwrap_err();
+    assert!(matches!(e2, ModelError::ContextOverflow { .. }), "{e2}");
+    assert_eq!(m.cache_len(), 3);
+}
