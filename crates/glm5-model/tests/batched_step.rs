@@ -222,9 +222,7 @@ fn refused_plans_leave_the_cache_unchanged() {
         assert!(snapshot(&e) == before, "{want}: the cache changed");
     };
     // More tokens than the step holds.
-    let mut big = SeqCache::default();
-    big.blocks = seq.blocks.clone();
-    big.len = 4;
+    let big = seq.clone();
     let mut p = BatchPlan::new(BLOCK);
     p.push(&big, &ids[..5], 0, Logits::Last).unwrap();
     check(&p, 1, "step plan has 5 tokens, the step was sized for 4");
