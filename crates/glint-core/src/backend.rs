@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use glint_gguf::GgmlType;
 
 use crate::error::Result;
-use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams};
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
 
 pub trait Backend: Send + Sync {
     /// A device buffer of f32.
@@ -33,6 +33,13 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Whether `upload_weight` + the matmul ops accept this GGML type.
     fn supports_weight_type(&self, ty: GgmlType) -> bool;
+
+    /// Sizes the backend's own scratch for steps up to `s`, once at load (default: nothing to
+    /// size). After it, a step within those sizes allocates nothing.
+    fn prepare_step(&self, s: &StepSizes) -> Result<()> {
+        let _ = s;
+        Ok(())
+    }
 
     // ---- memory ----------------------------------------------------------------------------
     /// A zero-filled buffer of `len` floats.

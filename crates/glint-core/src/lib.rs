@@ -11,4 +11,6 @@ pub use backend::{Backend, Pages};
 pub use cpu::{CpuBackend, CpuWeight};
 pub use error::{CoreError, Result};
 pub use glint_gguf::GgmlType;
-pub use params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams};
+pub use params::{
+    AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams, StepSizes,
+};

@@ -67,3 +67,32 @@ pub struct AttnParams {
     pub n_selected: usize,
     pub scale: f32,
 }
+
+/// The largest step a model will run, given once at load so a backend can size its own
+/// per-step scratch (the CPU backend's per-thread buffers) before the first step, and no step
+/// grows a buffer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepSizes {
+    pub max_tokens: usize,
+    /// Keys a token may see.
+    pub kv_capacity: usize,
+    /// Keys an attention call may gather into one row set: the indexer's top-k when every
+    /// layer has one, else the key capacity.
+    pub max_gathered_keys: usize,
+    /// Most heads of an attention or indexer call, and widest key row.
+    pub max_heads: usize,
+    pub max_key_row: usize,
+    /// Widest matmul input and output.
+    pub max_cols: usize,
+    pub max_rows: usize,
+    pub n_expert: usize,
+    pub n_used: usize,
+    /// Expert-indexed (and per-head) products whose weight has no quantized kernel (F32, F16,
+    /// BF16) take a grouping path with its own buffers: its most (token, slice) pairs per call
+    /// and its widest input and output rows; 0 when no such weight exists.
+    pub grouped_slots: usize,
+    pub grouped_cols: usize,
+    pub grouped_rows: usize,
+    /// Rotated pairs per head (rope dims / 2).
+    pub rope_pairs: usize,
+}

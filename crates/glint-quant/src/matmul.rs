@@ -96,6 +96,37 @@ impl MatmulScratch {
         Self::default()
     }
 
+    /// Sizes the buffers for calls of up to `max_rows` activation rows of at most `max_cols`
+    /// values, and expert-indexed calls over `n_expert` experts with up to `n_slots`
+    /// (token, expert) pairs and `max_weight_rows` rows per expert, so later calls within those
+    /// sizes do not allocate.
+    pub fn reserve(
+        &mut self,
+        max_rows: usize,
+        max_cols: usize,
+        n_expert: usize,
+        n_slots: usize,
+        max_weight_rows: usize,
+    ) {
+        let cols = max_cols.next_multiple_of(256);
+        let stride = [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K]
+            .iter()
+            .filter_map(|&p| dot::activation_bytes(p, cols).ok())
+            .max()
+            .unwrap_or(0);
+        let grow = |v: &mut Vec<u64>, len: usize| {
+            if v.len() < len {
+                v.resize(len, 0);
+            }
+        };
+        grow(&mut self.act, (stride * max_rows).div_ceil(8));
+        self.expert_start.reserve(n_expert + 1);
+        self.slots.reserve(n_slots);
+        let active = n_expert.min(n_slots);
+        self.tasks
+            .reserve(n_expert.max(active * max_weight_rows.div_ceil(16)));
+    }
+
     /// Quantizes the rows of `x` (each `cols` long) to `partner`; see [`quantize_rows`].
     pub(crate) fn quantize(
         &mut self,

@@ -27,6 +27,15 @@ pub struct Model<'a, B: Backend> {
     w: ModelWeights<'a, B>,
     dims: MlaDims,
     rope: Rope<B>,
+    /// Which 3-D products have float weights (the backend's grouping path): per-head, experts.
+    float_heads: bool,
+    float_experts: bool,
+}
+
+/// Whether a weight of this type has no quantized kernel (it is multiplied as floats).
+fn is_float(ty: glint_core::GgmlType) -> bool {
+    use glint_core::GgmlType::{BF16, F16, F32};
+    matches!(ty, F32 | F16 | BF16)
 }
 
 /// Everything one step writes besides the cache: per-step inputs and scratch, sized once for
@@ -89,6 +98,14 @@ impl<'a, B: Backend> Model<'a, B> {
             attn_factor: 1.0,
             mode: glint_core::RopeMode::Interleaved,
         };
+        let float = |part: &str| {
+            gguf.tensors()
+                .iter()
+                .any(|t| t.name.contains(part) && is_float(t.ty))
+        };
+        // A legacy fused kv_b is split on the host into F32 per-head weights.
+        let float_heads = float("attn_k_b") || float("attn_v_b") || float("attn_kv_b");
+        let float_experts = float("_exps");
         debug!(arch = ?cfg.arch, layers = cfg.n_layer, "model loaded");
         Ok(Self {
             be: backend,
@@ -96,6 +113,8 @@ impl<'a, B: Backend> Model<'a, B> {
             w,
             dims,
             rope,
+            float_heads,
+            float_experts,
         })
     }
 
@@ -154,6 +173,7 @@ impl<'a, B: Backend> Model<'a, B> {
             n_used: c.n_expert_used,
             expert_d_ff: c.d_ff_exp,
         };
+        be.prepare_step(&self.step_sizes(n, kv_cap, max_logit_rows))?;
         Ok(StepState {
             inputs: StepInputs::new(be, limits, block_size, c.n_heads)?,
             token_ids: be.alloc_ids(n)?,
@@ -167,6 +187,52 @@ impl<'a, B: Backend> Model<'a, B> {
             record_selections: false,
             selections: Vec::new(),
         })
+    }
+
+    /// The largest op shapes a step of `n` tokens over `kv_cap` keys can reach.
+    fn step_sizes(&self, n: usize, kv_cap: usize, logit_rows: usize) -> glint_core::StepSizes {
+        let c = &self.cfg;
+        let d = &self.dims;
+        let ix = c.indexer.as_ref();
+        let widest = [
+            c.d_model,
+            c.d_ff,
+            c.d_ff_exp * c.n_expert_shared.max(1),
+            d.q_lora,
+            d.n_heads * d.v_dim,
+            d.n_heads * d.qk_dim(),
+            c.n_vocab,
+        ];
+        let (mut slots, mut cols, mut rows) = (0, 0, 0);
+        if self.float_heads {
+            slots = n * d.n_heads;
+            cols = d.nope.max(d.kv_lora);
+            rows = d.kv_lora.max(d.v_dim);
+        }
+        if self.float_experts {
+            slots = slots.max(n * c.n_expert_used);
+            cols = cols.max(c.d_model).max(c.d_ff_exp);
+            rows = rows.max(c.d_model).max(2 * c.d_ff_exp);
+        }
+        let all_indexed = ix.is_some() && d.q_lora > 0;
+        glint_core::StepSizes {
+            max_tokens: n.max(logit_rows),
+            kv_capacity: kv_cap,
+            max_gathered_keys: match ix {
+                Some(ix) if all_indexed => ix.top_k.min(kv_cap),
+                _ => kv_cap,
+            },
+            max_heads: d.n_heads.max(ix.map_or(0, |ix| ix.n_heads)),
+            max_key_row: d.row().max(ix.map_or(0, |ix| ix.head_dim)),
+            max_cols: widest.iter().copied().max().unwrap_or(0),
+            max_rows: widest.iter().copied().max().unwrap_or(0),
+            n_expert: c.n_expert,
+            n_used: c.n_expert_used,
+            grouped_slots: slots,
+            grouped_cols: cols,
+            grouped_rows: rows,
+            rope_pairs: d.rope / 2,
+        }
     }
 
     /// Runs one step: writes the plan's rows into `pool` and the logits of the plan's logit rows

@@ -6,65 +6,53 @@ use std::cell::Cell;
 use rayon::prelude::*;
 
 use super::elementwise::softmax_row;
-use super::router::top_k_indices;
+use super::router::top_k_into;
 use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
+use glint_quant::dot::dot_f32_ordered;
 
-/// `dst [m × n] = beta · lhs [m × k] · rhs` where `rhs[kk][j] = rhs_ptr[kk·rhs_rs + j·rhs_cs]`.
-#[allow(clippy::too_many_arguments)]
-fn small_gemm(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: &mut [f32],
-    lhs: &[f32],
-    rhs: &[f32],
-    rhs_rs: usize,
-    rhs_cs: usize,
-    beta: f32,
-    par: gemm::Parallelism,
-) {
-    debug_assert!(dst.len() >= m * n && lhs.len() >= m * k);
-    debug_assert!(k == 0 || n == 0 || rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs);
-    // SAFETY: the extents above are checked by the callers (and debug-asserted here); dst does
-    // not alias lhs or rhs.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            lhs.as_ptr(),
-            1,
-            k as isize,
-            rhs.as_ptr(),
-            rhs_cs as isize,
-            rhs_rs as isize,
-            0.0f32,
-            beta,
-            false,
-            false,
-            false,
-            par,
-        );
-    }
-}
-
-/// Few query rows (decode): run rows in turn and let big GEMMs use the pool; many (prefill):
-/// parallelise across rows with single-threaded GEMMs.
+/// Few query rows (decode): run rows in turn and split a row's heads over the pool; many
+/// (prefill): parallelise across rows.
 fn split(n_rows: usize) -> bool {
     n_rows >= 2 * rayon::current_num_threads()
 }
 
-/// Threads inside a GEMM only pay off above roughly a million multiply-adds.
-fn inner_par(across: bool, macs: usize) -> gemm::Parallelism {
-    if across || macs < (1 << 20) {
-        gemm::Parallelism::None
-    } else {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+/// Threads inside one row only pay off above roughly a million multiply-adds.
+fn inner_par(across: bool, macs: usize) -> bool {
+    !across && macs >= (1 << 20) && rayon::current_num_threads() > 1
+}
+
+/// `sc[i][t] = scale · q_i · k_t` for the heads `q [hs × dk]` and keys `keys [nk × dk]`, then a
+/// softmax per head, then `o[i] = Σ_t sc[i][t] · k_t[..dv]` summed over `t` in order. Dots in
+/// tinyBLAS lane order ([`dot_f32_ordered`]), like the F32 matmuls, so the result depends on
+/// neither the CPU nor the batch, and nothing is allocated.
+#[allow(clippy::too_many_arguments)]
+fn attend_heads(
+    q: &[f32],
+    keys: &[f32],
+    dk: usize,
+    dv: usize,
+    scale: f32,
+    sc: &mut [f32],
+    o: &mut [f32],
+) {
+    let nk = keys.len() / dk;
+    let hs = q.len() / dk;
+    for (t, k) in keys.chunks_exact(dk).enumerate() {
+        for i in 0..hs {
+            sc[i * nk + t] = scale * dot_f32_ordered(&q[i * dk..(i + 1) * dk], k);
+        }
+    }
+    sc[..hs * nk].chunks_mut(nk).for_each(softmax_row);
+    o[..hs * dv].fill(0.0);
+    for (t, k) in keys.chunks_exact(dk).enumerate() {
+        let v = &k[..dv];
+        for i in 0..hs {
+            let p = sc[i * nk + t];
+            for (oj, &vj) in o[i * dv..(i + 1) * dv].iter_mut().zip(v) {
+                *oj += p * vj;
+            }
+        }
     }
 }
 
@@ -75,6 +63,23 @@ thread_local! {
     /// buffer instead of a borrow conflict.
     static KEYS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static SCORES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    static TOPK: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+}
+
+/// Sizes this thread's attention scratch for steps up to `s`.
+pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
+    let grow = |slot: &'static std::thread::LocalKey<Cell<Vec<f32>>>, len: usize| {
+        let mut v = slot.take();
+        if v.len() < len {
+            v.resize(len, 0.0);
+        }
+        slot.set(v);
+    };
+    grow(&KEYS, s.max_gathered_keys * s.max_key_row);
+    grow(&SCORES, s.max_heads * s.kv_capacity);
+    let mut t = TOPK.take();
+    t.reserve(s.kv_capacity);
+    TOPK.set(t);
 }
 
 /// Runs `f` with this thread's scratch vector from `slot`, grown to at least `len` floats.
@@ -221,13 +226,21 @@ fn attend_token(
             o.fill(0.0);
             return;
         }
-        let par = inner_par(across, h * nk * dk);
-        with_scratch(&SCORES, h * nk, |sc| {
-            let sc = &mut sc[..h * nk];
-            small_gemm(h, nk, dk, sc, qs, keys, 1, dk, p.scale, par);
-            sc.chunks_mut(nk).for_each(softmax_row);
-            small_gemm(h, dv, nk, o, sc, keys, dk, 1, 1.0, par);
-        });
+        if inner_par(across, h * nk * dk) {
+            // Heads in groups, one per thread: each group streams the keys once.
+            let per = h.div_ceil(rayon::current_num_threads());
+            qs.par_chunks(per * dk)
+                .zip(o.par_chunks_mut(per * dv))
+                .for_each(|(qg, og)| {
+                    with_scratch(&SCORES, per * nk, |sc| {
+                        attend_heads(qg, keys, dk, dv, p.scale, sc, og)
+                    })
+                });
+        } else {
+            with_scratch(&SCORES, h * nk, |sc| {
+                attend_heads(qs, keys, dk, dv, p.scale, sc, o)
+            });
+        }
     };
     let nk = (pos + 1).min(p.n_kv);
     with_scratch(&KEYS, 0, |buf| {
@@ -316,23 +329,33 @@ pub(crate) fn indexer_scores(
     let across = split(n);
     let body = |s: usize, row: &mut [f32]| -> Result<()> {
         let nk = (positions[s] as usize + 1).min(nkv);
-        let par = inner_par(across, hi * nk * d);
         let ws = &w[s * hi..(s + 1) * hi];
+        let qs = &q[s * hi * d..(s + 1) * hi * d];
         let table = pages.table("indexer_scores", s)?;
+        // score(t) = Σ_j w_j · ReLU(q_j · k_t), the sum over heads in order.
+        let score = |k: &[f32]| -> f32 {
+            let mut r = 0f32;
+            for (j, qj) in qs.chunks_exact(d).enumerate() {
+                r += ws[j] * dot_f32_ordered(qj, k).max(0.0);
+            }
+            r
+        };
         with_scratch(&KEYS, 0, |buf| {
             let k = dense_keys("indexer_scores", keys, d, table, pages.block_size, nk, buf)?;
-            // logits[j][t] = q_j · k_t for every head at once, then Σ_j w_j ReLU(·).
-            with_scratch(&SCORES, hi * nk, |logits| {
-                let logits = &mut logits[..hi * nk];
-                let qs = &q[s * hi * d..(s + 1) * hi * d];
-                small_gemm(hi, nk, d, logits, qs, k, 1, d, 1.0, par);
-                row[..nk].fill(0.0);
-                for (j, lj) in logits.chunks(nk).enumerate() {
-                    for (r, &l) in row[..nk].iter_mut().zip(lj) {
-                        *r += ws[j] * l.max(0.0);
-                    }
+            if inner_par(across, hi * nk * d) {
+                row[..nk]
+                    .par_chunks_mut(64)
+                    .zip(k.par_chunks(64 * d))
+                    .for_each(|(r, kc)| {
+                        for (ri, kt) in r.iter_mut().zip(kc.chunks_exact(d)) {
+                            *ri = score(kt);
+                        }
+                    });
+            } else {
+                for (ri, kt) in row[..nk].iter_mut().zip(k.chunks_exact(d)) {
+                    *ri = score(kt);
                 }
-            });
+            }
             Ok::<(), CoreError>(())
         })?;
         row[nk..].fill(f32::NEG_INFINITY);
@@ -366,9 +389,12 @@ pub(crate) fn top_k(x: &[f32], rows: usize, n: usize, k: usize, ids: &mut [u32])
         .par_chunks_mut(k)
         .zip(x[..rows * n].par_chunks(n))
         .for_each(|(o, r)| {
-            for (oi, i) in o.iter_mut().zip(top_k_indices(r, k)) {
+            let mut idx = TOPK.take();
+            top_k_into(r, k, &mut idx);
+            for (oi, &i) in o.iter_mut().zip(idx.iter()) {
                 *oi = i as u32;
             }
+            TOPK.set(idx);
         });
     Ok(())
 }

@@ -61,6 +61,16 @@ pub(crate) fn layer_norm(
     Ok(())
 }
 
+thread_local! {
+    static ROPE_CS: std::cell::Cell<Vec<(f32, f32)>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
+    let mut v = ROPE_CS.take();
+    v.reserve(s.rope_pairs);
+    ROPE_CS.set(v);
+}
+
 pub(crate) fn rope(
     x: &mut [f32],
     positions: &[u32],
@@ -86,14 +96,13 @@ pub(crate) fn rope(
         .zip(positions[..p.n_tokens].par_iter())
         .for_each(|(xt, &pos)| {
             // Angles in f32 as HF computes them (`inv_freq[None] * pos`), so long positions round
-            // the same way as the reference.
-            let cs: Vec<(f32, f32)> = inv_freq[..half]
-                .iter()
-                .map(|&f| {
-                    let a = pos as f32 * f;
-                    (a.cos() * p.attn_factor, a.sin() * p.attn_factor)
-                })
-                .collect();
+            // the same way as the reference. Per-thread buffer: a warm step does not allocate.
+            let mut cs = ROPE_CS.take();
+            cs.clear();
+            cs.extend(inv_freq[..half].iter().map(|&f| {
+                let a = pos as f32 * f;
+                (a.cos() * p.attn_factor, a.sin() * p.attn_factor)
+            }));
             for h in 0..p.n_heads {
                 let v = &mut xt[h * p.head_dim + p.offset..h * p.head_dim + p.offset + p.n_rot];
                 for (i, &(c, s)) in cs.iter().enumerate() {
@@ -106,6 +115,7 @@ pub(crate) fn rope(
                     v[b] = x0 * s + x1 * c;
                 }
             }
+            ROPE_CS.set(cs);
         });
     Ok(())
 }

@@ -22,6 +22,24 @@ thread_local! {
     static SCRATCH: RefCell<MatmulScratch> = RefCell::new(MatmulScratch::new());
 }
 
+/// Sizes this thread's matmul scratch for steps up to `s`.
+pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
+    // Expert-indexed products pick n_used slices per token, per-head products all heads.
+    let slots = s.max_tokens * s.n_used.max(s.max_heads);
+    let slices = s.n_expert.max(s.max_heads);
+    SCRATCH.with(|m| {
+        let rows = s.max_tokens.max(slots);
+        m.borrow_mut()
+            .reserve(rows, s.max_cols, slices, slots, s.max_rows)
+    });
+    let mut g = GROUPS.take();
+    g.starts.reserve(s.n_expert.max(s.max_heads) + 1);
+    g.order.reserve(s.grouped_slots);
+    g.xs.reserve(s.grouped_slots * s.grouped_cols);
+    g.ys.reserve(s.grouped_slots * s.grouped_rows);
+    GROUPS.set(g);
+}
+
 /// Whether glint-quant's kernels (activations quantized to the weight type's vec_dot partner,
 /// as llama.cpp does) handle this type. F32 stays on the f32 GEMM/dot path.
 fn quant_kernel(ty: GgmlType) -> bool {
@@ -152,9 +170,44 @@ pub(crate) fn mul_mat_id(
             .map_err(Into::into)
         });
     }
-    // Group (token, slot) pairs by slice so each slice's rows are read once per call.
-    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); w.slices];
-    for (i, &e) in ids[..n * n_used].iter().enumerate() {
+    // Group (token, slot) pairs by slice so each slice's rows are read once per call: a
+    // counting sort into per-thread buffers, so a warm call does not allocate.
+    let mut g = GROUPS.take();
+    let r = grouped(w, ids, n_used, x, x_per_slot, n, y, &mut g);
+    GROUPS.set(g);
+    r
+}
+
+/// Reused buffers of the float `mul_mat_id` path.
+#[derive(Default)]
+struct Groups {
+    /// `starts[e]..starts[e + 1]` indexes `order` for slice `e`.
+    starts: Vec<usize>,
+    order: Vec<usize>,
+    xs: Vec<f32>,
+    ys: Vec<f32>,
+}
+
+thread_local! {
+    static GROUPS: std::cell::Cell<Groups> = std::cell::Cell::new(Groups::default());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grouped(
+    w: &CpuWeight,
+    ids: &[u32],
+    n_used: usize,
+    x: &[f32],
+    x_per_slot: bool,
+    n: usize,
+    y: &mut [f32],
+    g: &mut Groups,
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    let ids = &ids[..n * n_used];
+    g.starts.clear();
+    g.starts.resize(w.slices + 1, 0);
+    for &e in ids {
         let e = e as usize;
         if e >= w.slices {
             return Err(CoreError::Index {
@@ -163,24 +216,38 @@ pub(crate) fn mul_mat_id(
                 limit: w.slices,
             });
         }
-        groups[e].push(i);
+        g.starts[e + 1] += 1;
     }
-    let mut xs = Vec::new();
-    let mut ys = Vec::new();
-    for (e, members) in groups.iter().enumerate() {
+    for e in 0..w.slices {
+        g.starts[e + 1] += g.starts[e];
+    }
+    g.order.clear();
+    g.order.resize(ids.len(), 0);
+    // Fill each slice's range in token order (a cursor per slice, walking `starts` back after).
+    for (i, &e) in ids.iter().enumerate() {
+        let e = e as usize;
+        g.order[g.starts[e]] = i;
+        g.starts[e] += 1;
+    }
+    for e in (1..=w.slices).rev() {
+        g.starts[e] = g.starts[e - 1];
+    }
+    g.starts[0] = 0;
+    for e in 0..w.slices {
+        let members = &g.order[g.starts[e]..g.starts[e + 1]];
         if members.is_empty() {
             continue;
         }
         let m = members.len();
-        xs.clear();
+        g.xs.clear();
         for &i in members {
             let xr = if x_per_slot { i } else { i / n_used };
-            xs.extend_from_slice(&x[xr * cols..(xr + 1) * cols]);
+            g.xs.extend_from_slice(&x[xr * cols..(xr + 1) * cols]);
         }
-        ys.resize(m * rows, 0.0);
-        matmul_slice(w, e, &xs, cols, m, &mut ys, rows)?;
+        g.ys.resize(m * rows, 0.0);
+        matmul_slice(w, e, &g.xs, cols, m, &mut g.ys, rows)?;
         for (j, &i) in members.iter().enumerate() {
-            y[i * rows..(i + 1) * rows].copy_from_slice(&ys[j * rows..(j + 1) * rows]);
+            y[i * rows..(i + 1) * rows].copy_from_slice(&g.ys[j * rows..(j + 1) * rows]);
         }
     }
     Ok(())

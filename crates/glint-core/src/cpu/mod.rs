@@ -14,7 +14,13 @@ pub use weight::{decode_to_f32, CpuWeight};
 
 use crate::backend::{Backend, Pages};
 use crate::error::{need, Result};
-use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams};
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
+
+thread_local! {
+    /// Router scratch, kept so routing a warm step does not allocate.
+    static ROUTE: std::cell::Cell<router::RouteScratch> =
+        std::cell::Cell::new(router::RouteScratch::default());
+}
 
 /// CPU backend. Stateless: parallelism comes from rayon's global pool.
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,6 +42,16 @@ impl Backend for CpuBackend {
     }
     fn supports_weight_type(&self, ty: GgmlType) -> bool {
         weight::decodable(ty)
+    }
+
+    fn prepare_step(&self, s: &StepSizes) -> Result<()> {
+        // The kernel family is chosen once per process; choose it now, not inside a step.
+        let _ = glint_quant::dot::isa();
+        // Buffers live on whichever thread runs a row or starts a matmul: every pool thread
+        // (an engine loop may run on one) and the caller.
+        rayon::broadcast(|_| reserve_thread_scratch(s));
+        reserve_thread_scratch(s);
+        Ok(())
     }
 
     fn alloc(&self, len: usize) -> Result<Vec<f32>> {
@@ -213,15 +229,18 @@ impl Backend for CpuBackend {
                 ),
             });
         }
+        let mut scratch = ROUTE.take();
         for t in 0..n {
-            let (i, w) = router::route_token(
+            router::route_token_into(
                 &logits[t * p.n_expert..(t + 1) * p.n_expert],
                 bias.map(|b| b.as_slice()),
                 p,
+                &mut scratch,
+                &mut ids[t * p.n_used..(t + 1) * p.n_used],
+                &mut weights[t * p.n_used..(t + 1) * p.n_used],
             );
-            ids[t * p.n_used..(t + 1) * p.n_used].copy_from_slice(&i);
-            weights[t * p.n_used..(t + 1) * p.n_used].copy_from_slice(&w);
         }
+        ROUTE.set(scratch);
         Ok(())
     }
     fn moe_combine(
@@ -282,6 +301,18 @@ impl Backend for CpuBackend {
         let sel = selected.map(|s| s.as_slice());
         attention::mla_attention(q, cache, pos, view(pages), sel, p, out)
     }
+}
+
+/// Sizes this thread's scratch of every op for steps up to `s`.
+fn reserve_thread_scratch(s: &StepSizes) {
+    attention::reserve_scratch(s);
+    elementwise::reserve_scratch(s);
+    linear::reserve_scratch(s);
+    ROUTE.with(|r| {
+        let mut v = r.take();
+        v.reserve(s.n_expert);
+        r.set(v);
+    });
 }
 
 fn view<'a>(p: &Pages<'a, CpuBackend>) -> attention::PageView<'a> {
