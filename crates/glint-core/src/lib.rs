@@ -2,6 +2,7 @@
 //! models need, and the CPU implementation that doubles as the reference for other backends.
 
 pub mod backend;
+pub mod conformance;
 pub mod cpu;
 pub mod error;
 pub mod params;

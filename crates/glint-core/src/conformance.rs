@@ -1,0 +1,773 @@
+//! The backend conformance suite: every op of [`Backend`] against a plain reference written
+//! here (f64 sums, no shared code with the CPU backend), on random shapes including odd sizes,
+//! edge values (zeros, large magnitudes, −∞ in top-k rows, ties) and paged views whose blocks
+//! are scattered over the pool. The CPU backend runs it in CI (`tests/conformance.rs`); a GPU
+//! backend runs the same function on its device.
+//!
+//! Tolerances are relative to the magnitude of the terms summed (`Σ|a·b|`), so they hold for
+//! any summation order an implementation picks: f32 accumulation of `n` terms is within about
+//! `n·2⁻²⁴` of that; the suite allows `4e-6·(1 + n/64)`.
+
+// Reference code indexes like the formulas it transcribes.
+#![allow(clippy::needless_range_loop)]
+
+use std::borrow::Cow;
+
+use glint_gguf::GgmlType;
+
+use crate::backend::{Backend, Pages};
+use crate::params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams};
+
+/// Runs every check; panics naming the op, the case and the worst element on a mismatch.
+/// Returns the names of the checks that ran.
+pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
+    let mut ran = Vec::new();
+    let mut run = |name: &'static str, f: &dyn Fn(&B)| {
+        f(be);
+        ran.push(name);
+    };
+    run("memory", &memory::<B>);
+    run("matmul", &matmul::<B>);
+    run("mul_mat_id", &mul_mat_id::<B>);
+    run("get_rows", &get_rows::<B>);
+    run("norms", &norms::<B>);
+    run("rope", &rope::<B>);
+    run("elementwise", &elementwise::<B>);
+    run("set_rows/gather_rows", &rows::<B>);
+    run("moe_route", &moe_route::<B>);
+    run("moe_combine", &moe_combine::<B>);
+    run("top_k", &top_k::<B>);
+    run("indexer", &indexer::<B>);
+    run("mla_attention", &attention::<B>);
+    ran
+}
+
+// ---- helpers ------------------------------------------------------------------------------
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.next() * scale).collect()
+    }
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() + 1.0) * 0.5 * n as f32) as usize % n.max(1)
+    }
+}
+
+fn up<B: Backend>(be: &B, v: &[f32]) -> B::Buf {
+    be.upload(v).expect("upload")
+}
+
+fn ids<B: Backend>(be: &B, v: &[u32]) -> B::Ids {
+    be.upload_ids(v).expect("upload_ids")
+}
+
+fn down<B: Backend>(be: &B, b: &B::Buf, n: usize) -> Vec<f32> {
+    let mut v = vec![0f32; n];
+    be.download(b, &mut v).expect("download");
+    v
+}
+
+fn down_ids<B: Backend>(be: &B, b: &B::Ids, n: usize) -> Vec<u32> {
+    let mut v = vec![0u32; n];
+    be.download_ids(b, &mut v).expect("download_ids");
+    v
+}
+
+fn weight<'a, B: Backend>(be: &B, dims: &[usize], v: &[f32]) -> B::Weight<'a> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    be.upload_weight("conformance", GgmlType::F32, dims, Cow::Owned(bytes))
+        .expect("upload_weight")
+}
+
+/// `got` against `want` where element `i` summed terms of total magnitude `mag[i]` over `n`
+/// terms.
+fn close(op: &str, case: &str, got: &[f32], want: &[f64], mag: &[f64], n: usize) {
+    assert_eq!(got.len(), want.len(), "{op} {case}: length");
+    let tol = 4e-6 * (1.0 + n as f64 / 64.0);
+    for i in 0..got.len() {
+        let err = (got[i] as f64 - want[i]).abs();
+        let lim = tol * (mag[i] + want[i].abs()) + 1e-30;
+        assert!(
+            err <= lim,
+            "{op} {case}: element {i}: got {}, want {} (|err| {err:.3e} > {lim:.3e})",
+            got[i],
+            want[i]
+        );
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> (f64, f64) {
+    a.iter().zip(b).fold((0.0, 0.0), |(s, m), (&x, &y)| {
+        let p = x as f64 * y as f64;
+        (s + p, m + p.abs())
+    })
+}
+
+// ---- checks -------------------------------------------------------------------------------
+
+fn memory<B: Backend>(be: &B) {
+    let mut r = Rng(1);
+    let v = r.vec(37, 3.0);
+    let mut b = be.alloc(40).expect("alloc");
+    assert_eq!(be.buf_len(&b), 40, "buf_len");
+    assert_eq!(down(be, &b, 40), vec![0.0; 40], "alloc is zero-filled");
+    be.write(&mut b, &v).expect("write");
+    let got = down(be, &b, 40);
+    assert_eq!(&got[..37], &v[..], "write then download");
+    assert_eq!(&got[37..], &[0.0; 3], "write touches only its prefix");
+    let mut i = be.alloc_ids(9).expect("alloc_ids");
+    assert_eq!(down_ids(be, &i, 9), vec![0; 9], "alloc_ids is zero-filled");
+    be.write_ids(&mut i, &[7, 0, u32::MAX]).expect("write_ids");
+    assert_eq!(
+        down_ids(be, &i, 4),
+        vec![7, 0, u32::MAX, 0],
+        "write_ids prefix"
+    );
+    assert!(be.write(&mut b, &[0.0; 41]).is_err(), "write past the end");
+}
+
+fn matmul<B: Backend>(be: &B) {
+    let mut r = Rng(2);
+    for &(cols, rows, n) in &[(1, 1, 1), (7, 5, 3), (64, 33, 1), (300, 17, 9), (513, 3, 2)] {
+        let w = r.vec(cols * rows, 1.0);
+        let x = r.vec(cols * n, 4.0);
+        let wt = weight(be, &[cols, rows], &w);
+        let mut y = be.alloc(n * rows + 3).expect("alloc");
+        be.matmul(&wt, &up(be, &x), n, &mut y).expect("matmul");
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for t in 0..n {
+            for rr in 0..rows {
+                let (s, m) = dot(&w[rr * cols..(rr + 1) * cols], &x[t * cols..(t + 1) * cols]);
+                want.push(s);
+                mag.push(m);
+            }
+        }
+        let case = format!("{cols}x{rows}, {n} tokens");
+        close("matmul", &case, &down(be, &y, n * rows), &want, &mag, cols);
+    }
+}
+
+fn mul_mat_id<B: Backend>(be: &B) {
+    let mut r = Rng(3);
+    let (cols, rows, slices, n, used) = (19, 6, 5, 4, 3);
+    let w = r.vec(cols * rows * slices, 1.0);
+    let wt = weight(be, &[cols, rows, slices], &w);
+    let sel: Vec<u32> = (0..n * used).map(|_| r.below(slices) as u32).collect();
+    for per_slot in [false, true] {
+        let x_rows = if per_slot { n * used } else { n };
+        let x = r.vec(x_rows * cols, 2.0);
+        let mut y = be.alloc(n * used * rows).expect("alloc");
+        be.mul_mat_id(&wt, &ids(be, &sel), used, &up(be, &x), per_slot, n, &mut y)
+            .expect("mul_mat_id");
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for (i, &e) in sel.iter().enumerate() {
+            let xr = if per_slot { i } else { i / used };
+            for rr in 0..rows {
+                let wr = &w[(e as usize * rows + rr) * cols..][..cols];
+                let (s, m) = dot(wr, &x[xr * cols..(xr + 1) * cols]);
+                want.push(s);
+                mag.push(m);
+            }
+        }
+        let case = format!("x per slot {per_slot}");
+        close(
+            "mul_mat_id",
+            &case,
+            &down(be, &y, n * used * rows),
+            &want,
+            &mag,
+            cols,
+        );
+        // The per-head fusion point is the same product with ids = head index.
+        if per_slot {
+            let heads: Vec<u32> = (0..n * slices).map(|i| (i % slices) as u32).collect();
+            let x = r.vec(n * slices * cols, 2.0);
+            let mut y = be.alloc(n * slices * rows).expect("alloc");
+            be.per_head_matmul(&wt, &ids(be, &heads), slices, &up(be, &x), n, &mut y)
+                .expect("per_head_matmul");
+            let (mut want, mut mag) = (Vec::new(), Vec::new());
+            for (i, &h) in heads.iter().enumerate() {
+                for rr in 0..rows {
+                    let wr = &w[(h as usize * rows + rr) * cols..][..cols];
+                    let (s, m) = dot(wr, &x[i * cols..(i + 1) * cols]);
+                    want.push(s);
+                    mag.push(m);
+                }
+            }
+            let got = down(be, &y, n * slices * rows);
+            close("per_head_matmul", "", &got, &want, &mag, cols);
+        }
+    }
+}
+
+fn get_rows<B: Backend>(be: &B) {
+    let mut r = Rng(4);
+    let (cols, rows) = (13, 9);
+    let w = r.vec(cols * rows, 5.0);
+    let wt = weight(be, &[cols, rows], &w);
+    let pick = [8u32, 0, 3, 3];
+    let mut out = be.alloc(pick.len() * cols).expect("alloc");
+    be.get_rows(&wt, &ids(be, &pick), pick.len(), &mut out)
+        .expect("get_rows");
+    let want: Vec<f32> = pick
+        .iter()
+        .flat_map(|&p| w[p as usize * cols..(p as usize + 1) * cols].to_vec())
+        .collect();
+    assert_eq!(down(be, &out, want.len()), want, "get_rows");
+    assert!(
+        be.get_rows(&wt, &ids(be, &[9]), 1, &mut out).is_err(),
+        "get_rows past the last row"
+    );
+}
+
+fn norms<B: Backend>(be: &B) {
+    let mut r = Rng(5);
+    for &(rows, dim, scale) in &[(1, 1, 1.0), (3, 7, 1.0), (2, 64, 1e3), (4, 129, 1e-3)] {
+        let mut x = r.vec(rows * dim, scale);
+        x[0] = 0.0;
+        let g = r.vec(dim, 1.0);
+        let b = r.vec(dim, 0.5);
+        let eps = 1e-5;
+        let mut y = be.alloc(rows * dim).expect("alloc");
+        be.rms_norm(&up(be, &x), &up(be, &g), rows, dim, eps, &mut y)
+            .expect("rms_norm");
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for row in x.chunks(dim) {
+            let ms = row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / dim as f64;
+            let inv = 1.0 / (ms + eps as f64).sqrt();
+            for (i, &v) in row.iter().enumerate() {
+                want.push(v as f64 * inv * g[i] as f64);
+                mag.push((v as f64 * inv * g[i] as f64).abs());
+            }
+        }
+        let case = format!("{rows}x{dim} scale {scale}");
+        close(
+            "rms_norm",
+            &case,
+            &down(be, &y, rows * dim),
+            &want,
+            &mag,
+            dim,
+        );
+        be.layer_norm(
+            &up(be, &x),
+            &up(be, &g),
+            &up(be, &b),
+            rows,
+            dim,
+            eps,
+            &mut y,
+        )
+        .expect("layer_norm");
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for row in x.chunks(dim) {
+            let mean = row.iter().map(|&v| v as f64).sum::<f64>() / dim as f64;
+            let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / dim as f64;
+            let inv = 1.0 / (var + eps as f64).sqrt();
+            for (i, &v) in row.iter().enumerate() {
+                let n = (v as f64 - mean) * inv * g[i] as f64;
+                want.push(n + b[i] as f64);
+                mag.push(n.abs() + (b[i] as f64).abs() + (mean * inv * g[i] as f64).abs());
+            }
+        }
+        close(
+            "layer_norm",
+            &case,
+            &down(be, &y, rows * dim),
+            &want,
+            &mag,
+            dim,
+        );
+    }
+}
+
+fn rope<B: Backend>(be: &B) {
+    let mut r = Rng(6);
+    for mode in [RopeMode::Interleaved, RopeMode::Neox] {
+        let (n, heads, head_dim, offset, n_rot) = (3, 2, 10, 4, 6);
+        let x = r.vec(n * heads * head_dim, 2.0);
+        let pos = [0u32, 5, 4000];
+        let inv: Vec<f32> = (0..n_rot / 2)
+            .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
+            .collect();
+        let attn_factor = 1.25;
+        let mut b = up(be, &x);
+        let p = RopeParams {
+            n_tokens: n,
+            n_heads: heads,
+            head_dim,
+            offset,
+            n_rot,
+            mode,
+            attn_factor,
+        };
+        be.rope(&mut b, &ids(be, &pos), &up(be, &inv), &p)
+            .expect("rope");
+        let mut want: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let mut mag: Vec<f64> = x.iter().map(|&v| (v as f64).abs()).collect();
+        for t in 0..n {
+            for h in 0..heads {
+                let base = (t * heads + h) * head_dim + offset;
+                for i in 0..n_rot / 2 {
+                    let (a, bb) = match mode {
+                        RopeMode::Interleaved => (base + 2 * i, base + 2 * i + 1),
+                        RopeMode::Neox => (base + i, base + i + n_rot / 2),
+                    };
+                    // The angle in f32, as the spec (and HF) computes it.
+                    let ang = (pos[t] as f32 * inv[i]) as f64;
+                    let (c, s) = (
+                        ang.cos() * attn_factor as f64,
+                        ang.sin() * attn_factor as f64,
+                    );
+                    let (x0, x1) = (x[a] as f64, x[bb] as f64);
+                    want[a] = x0 * c - x1 * s;
+                    want[bb] = x0 * s + x1 * c;
+                    // cos/sin of a 4000-radian f32 angle carry ~2.4e-4 of absolute error.
+                    let m = (x0.abs() + x1.abs()) * attn_factor as f64 * 64.0;
+                    mag[a] = m;
+                    mag[bb] = m;
+                }
+            }
+        }
+        let got = down(be, &b, x.len());
+        close("rope", &format!("{mode:?}"), &got, &want, &mag, 2);
+    }
+}
+
+fn elementwise<B: Backend>(be: &B) {
+    let mut r = Rng(7);
+    let n = 101;
+    let g = r.vec(n, 30.0);
+    let u = r.vec(n, 2.0);
+    let mut out = be.alloc(n).expect("alloc");
+    be.silu_mul(&up(be, &g), &up(be, &u), n, &mut out)
+        .expect("silu_mul");
+    let want: Vec<f64> = g
+        .iter()
+        .zip(&u)
+        .map(|(&a, &b)| a as f64 / (1.0 + (-(a as f64)).exp()) * b as f64)
+        .collect();
+    let mag: Vec<f64> = want.iter().map(|w| w.abs() * 4.0).collect();
+    close("silu_mul", "", &down(be, &out, n), &want, &mag, 1);
+    let mut a = up(be, &g);
+    be.add(&mut a, &up(be, &u), n - 1).expect("add");
+    let got = down(be, &a, n);
+    for i in 0..n {
+        let want = if i < n - 1 { g[i] + u[i] } else { g[i] };
+        assert_eq!(got[i], want, "add element {i}");
+    }
+    be.scale(&mut a, -0.5, n).expect("scale");
+    let scaled = down(be, &a, n);
+    for i in 0..n {
+        assert_eq!(scaled[i], got[i] * -0.5, "scale element {i}");
+    }
+    // copy2d: a 3 × 4 block between strided layouts.
+    let src: Vec<f32> = (0..40).map(|i| i as f32).collect();
+    let mut dst = be.alloc(50).expect("alloc");
+    be.copy2d(&up(be, &src), 2, 9, &mut dst, 5, 11, 3, 4)
+        .expect("copy2d");
+    let got = down(be, &dst, 50);
+    for (i, &v) in got.iter().enumerate() {
+        let (rr, c) = (
+            (i as isize - 5).div_euclid(11),
+            (i as isize - 5).rem_euclid(11),
+        );
+        let want = if i >= 5 && rr < 3 && c < 4 {
+            src[2 + rr as usize * 9 + c as usize]
+        } else {
+            0.0
+        };
+        assert_eq!(v, want, "copy2d element {i}");
+    }
+}
+
+fn rows<B: Backend>(be: &B) {
+    let mut r = Rng(8);
+    let dim = 5;
+    let src = r.vec(3 * dim, 1.0);
+    let mut pool = be.alloc(8 * dim).expect("alloc");
+    let slots = [6u32, 1, 7];
+    be.set_rows(&up(be, &src), dim, &ids(be, &slots), 3, &mut pool)
+        .expect("set_rows");
+    let got = down(be, &pool, 8 * dim);
+    for row in 0..8 {
+        let want: Vec<f32> = match slots.iter().position(|&s| s as usize == row) {
+            Some(i) => src[i * dim..(i + 1) * dim].to_vec(),
+            None => vec![0.0; dim],
+        };
+        assert_eq!(
+            &got[row * dim..(row + 1) * dim],
+            &want[..],
+            "set_rows row {row}"
+        );
+    }
+    let pick = [7u32, 7, 6, 0];
+    let mut out = be.alloc(4 * dim).expect("alloc");
+    be.gather_rows(&pool, dim, &ids(be, &pick), 4, &mut out)
+        .expect("gather_rows");
+    let got = down(be, &out, 4 * dim);
+    for (i, &p) in pick.iter().enumerate() {
+        let want = &down(be, &pool, 8 * dim)[p as usize * dim..(p as usize + 1) * dim];
+        assert_eq!(&got[i * dim..(i + 1) * dim], want, "gather_rows row {i}");
+    }
+}
+
+/// Reference routing (DeepSeek-V3 `noaux_tc`): gate, bias for selection only, groups scored by
+/// their two best biased scores, best groups kept, top-k, weights from unbiased scores.
+fn route_ref(logits: &[f32], bias: &[f32], p: &RouterParams) -> (Vec<usize>, Vec<f64>) {
+    let n = p.n_expert;
+    let score: Vec<f64> = match p.gating {
+        Gating::Sigmoid => logits
+            .iter()
+            .map(|&l| 1.0 / (1.0 + (-(l as f64)).exp()))
+            .collect(),
+        Gating::Softmax => {
+            let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+            let e: Vec<f64> = logits.iter().map(|&l| (l as f64 - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            e.iter().map(|v| v / z).collect()
+        }
+    };
+    let mut sel: Vec<f64> = (0..n).map(|i| score[i] + bias[i] as f64).collect();
+    let per = n / p.n_group;
+    if p.n_group > 1 && p.n_group_used < p.n_group {
+        let mut gs: Vec<(f64, usize)> = (0..p.n_group)
+            .map(|g| {
+                let mut v: Vec<f64> = sel[g * per..(g + 1) * per].to_vec();
+                v.sort_by(|a, b| b.partial_cmp(a).unwrap());
+                (v.iter().take(2).sum(), g)
+            })
+            .collect();
+        gs.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+        for &(_, g) in &gs[p.n_group_used..] {
+            sel[g * per..(g + 1) * per].fill(f64::NEG_INFINITY);
+        }
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| sel[b].partial_cmp(&sel[a]).unwrap().then(a.cmp(&b)));
+    let chosen: Vec<usize> = order[..p.n_used].to_vec();
+    let mut w: Vec<f64> = chosen.iter().map(|&i| score[i]).collect();
+    if p.normalize {
+        let s: f64 = w.iter().sum();
+        w.iter_mut().for_each(|v| *v /= s);
+    }
+    w.iter_mut().for_each(|v| *v *= p.scale as f64);
+    (chosen, w)
+}
+
+fn moe_route<B: Backend>(be: &B) {
+    let mut r = Rng(9);
+    let n = 5;
+    for (gating, n_expert, n_group, n_group_used, n_used) in [
+        (Gating::Sigmoid, 16, 4, 2, 4),
+        (Gating::Softmax, 10, 1, 1, 3),
+        (Gating::Sigmoid, 12, 3, 3, 2),
+    ] {
+        let p = RouterParams {
+            n_expert,
+            n_used,
+            gating,
+            n_group,
+            n_group_used,
+            normalize: gating == Gating::Sigmoid,
+            scale: 2.5,
+        };
+        let logits = r.vec(n * n_expert, 3.0);
+        let bias = r.vec(n_expert, 0.5);
+        let mut sel = be.alloc_ids(n * n_used).expect("alloc_ids");
+        let mut w = be.alloc(n * n_used).expect("alloc");
+        be.moe_route(
+            &up(be, &logits),
+            Some(&up(be, &bias)),
+            n,
+            &p,
+            &mut sel,
+            &mut w,
+        )
+        .expect("moe_route");
+        let (got_ids, got_w) = (down_ids(be, &sel, n * n_used), down(be, &w, n * n_used));
+        for t in 0..n {
+            let (want_ids, want_w) =
+                route_ref(&logits[t * n_expert..(t + 1) * n_expert], &bias, &p);
+            // Order of the chosen experts is not part of the contract; pair ids with weights.
+            let mut got: Vec<(u32, f32)> = (0..n_used)
+                .map(|k| (got_ids[t * n_used + k], got_w[t * n_used + k]))
+                .collect();
+            got.sort_by_key(|g| g.0);
+            let mut want: Vec<(usize, f64)> = want_ids.into_iter().zip(want_w).collect();
+            want.sort_by_key(|w| w.0);
+            let case = format!("{gating:?} {n_expert} experts, token {t}");
+            let gi: Vec<usize> = got.iter().map(|g| g.0 as usize).collect();
+            let wi: Vec<usize> = want.iter().map(|w| w.0).collect();
+            assert_eq!(gi, wi, "moe_route {case}: experts");
+            let gw: Vec<f32> = got.iter().map(|g| g.1).collect();
+            let ww: Vec<f64> = want.iter().map(|w| w.1).collect();
+            let mag: Vec<f64> = ww.iter().map(|w| w.abs() * 4.0).collect();
+            close("moe_route", &case, &gw, &ww, &mag, n_expert);
+        }
+    }
+}
+
+fn moe_combine<B: Backend>(be: &B) {
+    let mut r = Rng(10);
+    let (n, k, dim) = (3, 4, 9);
+    let y = r.vec(n * k * dim, 2.0);
+    let w = r.vec(n * k, 1.0);
+    let mut out = be.alloc(n * dim).expect("alloc");
+    be.moe_combine(&up(be, &y), &up(be, &w), n, k, dim, &mut out)
+        .expect("moe_combine");
+    let (mut want, mut mag) = (Vec::new(), Vec::new());
+    for t in 0..n {
+        for j in 0..dim {
+            let terms: Vec<f64> = (0..k)
+                .map(|s| w[t * k + s] as f64 * y[(t * k + s) * dim + j] as f64)
+                .collect();
+            want.push(terms.iter().sum());
+            mag.push(terms.iter().map(|v| v.abs()).sum());
+        }
+    }
+    close("moe_combine", "", &down(be, &out, n * dim), &want, &mag, k);
+}
+
+/// The set of the `k` largest of `v`, ties to the lower index.
+fn top_set(v: &[f32], k: usize) -> Vec<u32> {
+    let mut o: Vec<usize> = (0..v.len()).collect();
+    o.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
+    let mut s: Vec<u32> = o[..k].iter().map(|&i| i as u32).collect();
+    s.sort();
+    s
+}
+
+fn top_k<B: Backend>(be: &B) {
+    let mut r = Rng(11);
+    let (rows, n, k) = (4, 37, 6);
+    let mut x = r.vec(rows * n, 1.0);
+    // Edge rows: ties (ties go to the lower index), −∞ tails, a row of zeros.
+    for v in &mut x[n..2 * n] {
+        *v = (*v * 3.0).round();
+    }
+    for v in &mut x[2 * n + 4..3 * n] {
+        *v = f32::NEG_INFINITY;
+    }
+    x[3 * n..4 * n].fill(0.0);
+    let mut out = be.alloc_ids(rows * k).expect("alloc_ids");
+    be.top_k(&up(be, &x), rows, n, k, &mut out).expect("top_k");
+    let got = down_ids(be, &out, rows * k);
+    for row in 0..rows {
+        let mut g = got[row * k..(row + 1) * k].to_vec();
+        g.sort();
+        assert_eq!(g, top_set(&x[row * n..(row + 1) * n], k), "top_k row {row}");
+    }
+}
+
+/// A pool of `n_blocks` blocks of `bs` rows and, per sequence, a block table drawn without
+/// replacement in a scrambled order (so rows of one sequence are scattered over the pool).
+fn scattered_tables(r: &mut Rng, n_seqs: usize, max_blocks: usize, n_blocks: usize) -> Vec<u32> {
+    let mut free: Vec<u32> = (0..n_blocks as u32).collect();
+    let mut t = Vec::new();
+    for _ in 0..n_seqs * max_blocks {
+        let i = r.below(free.len());
+        t.push(free.swap_remove(i));
+    }
+    t
+}
+
+fn pool_row(tables: &[u32], max_blocks: usize, bs: usize, seq: usize, t: usize) -> usize {
+    tables[seq * max_blocks + t / bs] as usize * bs + t % bs
+}
+
+fn indexer<B: Backend>(be: &B) {
+    let mut r = Rng(12);
+    let (bs, max_blocks, n_blocks, n_seqs) = (4, 5, 16, 2);
+    let (hi, d) = (3, 8);
+    let tables = scattered_tables(&mut r, n_seqs, max_blocks, n_blocks);
+    let keys = r.vec(n_blocks * bs * d, 1.0);
+    // Tokens: two of sequence 0, three of sequence 1, at various positions.
+    let token_seq = [0u32, 1, 0, 1, 1];
+    let pos = [3u32, 19, 12, 0, 7];
+    let n = pos.len();
+    let n_kv = 20;
+    let q = r.vec(n * hi * d, 1.0);
+    let w = r.vec(n * hi, 1.0);
+    let (tb, ts, pb) = (ids(be, &tables), ids(be, &token_seq), ids(be, &pos));
+    let pages = Pages {
+        tables: &tb,
+        token_seq: &ts,
+        max_blocks,
+        block_size: bs,
+    };
+    let p = IndexerParams {
+        n_tokens: n,
+        n_heads: hi,
+        head_dim: d,
+        n_kv,
+    };
+    let (qb, wb, kb) = (up(be, &q), up(be, &w), up(be, &keys));
+    let mut out = be.alloc(n * n_kv).expect("alloc");
+    be.indexer_scores(&qb, &wb, &kb, &pb, &pages, &p, &mut out)
+        .expect("indexer_scores");
+    let got = down(be, &out, n * n_kv);
+    let mut want = Vec::new();
+    for s in 0..n {
+        let seq = token_seq[s] as usize;
+        for t in 0..n_kv {
+            if t > pos[s] as usize {
+                assert_eq!(
+                    got[s * n_kv + t],
+                    f32::NEG_INFINITY,
+                    "indexer token {s} key {t}"
+                );
+                continue;
+            }
+            let row = pool_row(&tables, max_blocks, bs, seq, t);
+            let k = &keys[row * d..(row + 1) * d];
+            let (mut v, mut m) = (0.0, 0.0);
+            for j in 0..hi {
+                let (dd, dm) = dot(&q[(s * hi + j) * d..][..d], k);
+                v += w[s * hi + j] as f64 * dd.max(0.0);
+                m += (w[s * hi + j] as f64).abs() * dm;
+            }
+            want.push((s, t, v, m));
+        }
+    }
+    for &(s, t, v, m) in &want {
+        close(
+            "indexer_scores",
+            &format!("token {s} key {t}"),
+            &[got[s * n_kv + t]],
+            &[v],
+            &[m],
+            d * hi,
+        );
+    }
+    // indexer_select: the top-k set of the visible keys by score.
+    let k = 4;
+    let mut scratch = be.alloc(be.indexer_scratch_len(n, n_kv)).expect("alloc");
+    let mut sel = be.alloc_ids(n * k).expect("alloc_ids");
+    be.indexer_select(&qb, &wb, &kb, &pb, &pages, &p, k, &mut scratch, &mut sel)
+        .expect("indexer_select");
+    let got_sel = down_ids(be, &sel, n * k);
+    for s in 0..n {
+        let nk = pos[s] as usize + 1;
+        if nk <= k {
+            continue; // fewer visible keys than k: which invisible ones fill the rest is free.
+        }
+        let mut g: Vec<u32> = got_sel[s * k..(s + 1) * k].to_vec();
+        g.sort();
+        assert_eq!(
+            g,
+            top_set(&got[s * n_kv..s * n_kv + nk], k),
+            "indexer_select token {s}"
+        );
+    }
+}
+
+fn attention<B: Backend>(be: &B) {
+    let mut r = Rng(13);
+    let (bs, max_blocks, n_blocks, n_seqs) = (3, 6, 14, 2);
+    let (h, dk, dv) = (3, 11, 7);
+    let tables = scattered_tables(&mut r, n_seqs, max_blocks, n_blocks);
+    let pool = r.vec(n_blocks * bs * dk, 1.0);
+    let token_seq = [1u32, 0, 1, 0];
+    let pos = [16u32, 0, 5, 9];
+    let n = pos.len();
+    let n_kv = 17;
+    let q = r.vec(n * h * dk, 1.5);
+    let scale = 0.3;
+    let (tb, ts, pb) = (ids(be, &tables), ids(be, &token_seq), ids(be, &pos));
+    let pages = Pages {
+        tables: &tb,
+        token_seq: &ts,
+        max_blocks,
+        block_size: bs,
+    };
+    let n_sel = 4;
+    // Selections: logical keys, some past the token's position (those are ignored).
+    let sel: Vec<u32> = (0..n)
+        .flat_map(|s| {
+            let p = pos[s];
+            [p, p / 2, p.saturating_sub(1), p + 3]
+        })
+        .collect();
+    for selected in [false, true] {
+        let p = AttnParams {
+            n_tokens: n,
+            n_heads: h,
+            dk,
+            dv,
+            n_kv,
+            n_selected: if selected { n_sel } else { 0 },
+            scale,
+        };
+        let selb = ids(be, &sel);
+        let mut out = be.alloc(n * h * dv).expect("alloc");
+        be.mla_attention(
+            &up(be, &q),
+            &up(be, &pool),
+            &pb,
+            &pages,
+            selected.then_some(&selb),
+            &p,
+            &mut out,
+        )
+        .expect("mla_attention");
+        let got = down(be, &out, n * h * dv);
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for s in 0..n {
+            let seq = token_seq[s] as usize;
+            let nk = pos[s] as usize + 1;
+            let mut keys: Vec<usize> = if selected && nk > n_sel {
+                let mut k: Vec<usize> = sel[s * n_sel..(s + 1) * n_sel]
+                    .iter()
+                    .map(|&t| t as usize)
+                    .filter(|&t| t < nk)
+                    .collect();
+                k.dedup();
+                k
+            } else {
+                (0..nk).collect()
+            };
+            keys.sort();
+            for hh in 0..h {
+                let qh = &q[(s * h + hh) * dk..][..dk];
+                let logits: Vec<f64> = keys
+                    .iter()
+                    .map(|&t| {
+                        let row = pool_row(&tables, max_blocks, bs, seq, t);
+                        dot(qh, &pool[row * dk..(row + 1) * dk]).0 * scale as f64
+                    })
+                    .collect();
+                let m = logits.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for j in 0..dv {
+                    let (mut o, mut om) = (0.0, 0.0);
+                    for (&t, &pe) in keys.iter().zip(&e) {
+                        let row = pool_row(&tables, max_blocks, bs, seq, t);
+                        let v = pool[row * dk + j] as f64 * pe / z;
+                        o += v;
+                        om += v.abs();
+                    }
+                    want.push(o);
+                    // Softmax error scales with the logits' size (|q|·|k|·scale ~ 5 here).
+                    mag.push(om * 8.0);
+                }
+            }
+        }
+        let case = if selected {
+            "selected keys"
+        } else {
+            "every visible key"
+        };
+        close("mla_attention", case, &got, &want, &mag, dk);
+    }
+}
