@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use glint_core::{AttnParams, Backend, CpuBackend, IndexerParams, Pages};
+use glint_core::{AttnParams, Backend, CacheType, CpuBackend, IndexerParams, Pages};
 use glint_gguf::GgmlType;
 use glint_quant::{matmul, MatmulScratch, QWeight};
 use rayon::prelude::*;
@@ -210,8 +210,15 @@ fn bench(c: &mut Criterion) {
         .collect();
     let mut out = vec![0f32; N_HEADS * KV_LORA];
     for &n_kv in &ctxs {
-        let cache = random_f32(n_kv * DK, 10 + n_kv as u64);
-        let keys = random_f32(n_kv * IDX_DIM, 20 + n_kv as u64);
+        let as_cache = |rows: Vec<f32>, dim: usize| {
+            let n = rows.len() / dim;
+            let mut c = be.alloc_cache(n, dim, CacheType::F32).expect("alloc_cache");
+            let slots: Vec<u32> = (0..n as u32).collect();
+            be.cache_set_rows(&rows, &slots, n, &mut c).expect("cache_set_rows");
+            c
+        };
+        let cache = as_cache(random_f32(n_kv * DK, 10 + n_kv as u64), DK);
+        let keys = as_cache(random_f32(n_kv * IDX_DIM, 20 + n_kv as u64), IDX_DIM);
         let pos = vec![(n_kv - 1) as u32];
         // One sequence whose blocks are consecutive, as a fresh pool hands them out.
         let block_size = 64;

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 
 use glint_gguf::GgmlType;
 
+use crate::cache_type::CacheType;
 use crate::error::Result;
 use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
 
@@ -29,6 +30,9 @@ pub trait Backend: Send + Sync {
     /// A weight bound once at load time. The lifetime lets the CPU backend keep a zero-copy view
     /// of the mmapped file; a GPU backend copies the bytes to the device and ignores it.
     type Weight<'a>: Send + Sync;
+    /// A paged cache pool: rows of a fixed width stored as a [`CacheType`]; attention and the
+    /// indexer read it, `cache_set_rows` writes it.
+    type Cache: Send + Sync;
 
     fn name(&self) -> &'static str;
     /// Whether `upload_weight` + the matmul ops accept this GGML type.
@@ -58,6 +62,19 @@ pub trait Backend: Send + Sync {
     /// Overwrites the first `host.len()` ids of an existing id buffer: how per-step values (token
     /// ids, positions, slots, block tables) reach the device without new allocations.
     fn write_ids(&self, ids: &mut Self::Ids, host: &[u32]) -> Result<()>;
+    /// A zero-filled cache of `rows` rows of `dim` values stored as `ty`.
+    fn alloc_cache(&self, rows: usize, dim: usize, ty: CacheType) -> Result<Self::Cache>;
+    /// Row `i < n` of `src [n × dim]` goes, rounded to the cache's type, to cache row
+    /// `slots[i]`.
+    fn cache_set_rows(
+        &self,
+        src: &Self::Buf,
+        slots: &Self::Ids,
+        n: usize,
+        cache: &mut Self::Cache,
+    ) -> Result<()>;
+    /// The first `out.len() / dim` rows of the cache, decoded to f32 (tests, debugging).
+    fn cache_download(&self, cache: &Self::Cache, out: &mut [f32]) -> Result<()>;
     /// Binds a GGUF tensor. `dims` is in GGUF order (`ne0` first). Validates the byte length.
     fn upload_weight<'a>(
         &self,
@@ -212,7 +229,7 @@ pub trait Backend: Send + Sync {
         &self,
         q: &Self::Buf,
         w: &Self::Buf,
-        keys: &Self::Buf,
+        keys: &Self::Cache,
         positions: &Self::Ids,
         pages: &Pages<'_, Self>,
         p: &IndexerParams,
@@ -231,7 +248,7 @@ pub trait Backend: Send + Sync {
         &self,
         q: &Self::Buf,
         w: &Self::Buf,
-        keys: &Self::Buf,
+        keys: &Self::Cache,
         positions: &Self::Ids,
         pages: &Pages<'_, Self>,
         p: &IndexerParams,
@@ -267,7 +284,7 @@ pub trait Backend: Send + Sync {
         k: usize,
         ids: &mut Self::Ids,
     ) -> Result<()>;
-    /// Absorbed-MLA attention: MQA over the paged latent pool `cache [rows × dk]` (one shared K
+    /// Absorbed-MLA attention: MQA over the paged latent pool `cache` (rows of `dk`) (one shared K
     /// row per token; V = its first `dv` values), output `[n × n_heads × dv]`; `q` is
     /// `[n × n_heads × dk]`. Query `s` sees logical key `t` of its sequence (row found through
     /// `pages`) iff `t ≤ positions[s]` and, when `selected` is given (`[n × p.n_selected]`
@@ -278,7 +295,7 @@ pub trait Backend: Send + Sync {
     fn mla_attention(
         &self,
         q: &Self::Buf,
-        cache: &Self::Buf,
+        cache: &Self::Cache,
         positions: &Self::Ids,
         pages: &Pages<'_, Self>,
         selected: Option<&Self::Ids>,

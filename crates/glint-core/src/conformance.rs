@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use glint_gguf::GgmlType;
 
 use crate::backend::{Backend, Pages};
+use crate::cache_type::CacheType;
 use crate::params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams};
 
 /// Runs every check; panics naming the op, the case and the worst element on a mismatch.
@@ -34,6 +35,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("rope", &rope::<B>);
     run("elementwise", &elementwise::<B>);
     run("set_rows/gather_rows", &rows::<B>);
+    run("cache types", &cache_types::<B>);
     run("moe_route", &moe_route::<B>);
     run("moe_combine", &moe_combine::<B>);
     run("top_k", &top_k::<B>);
@@ -110,6 +112,69 @@ fn dot(a: &[f32], b: &[f32]) -> (f64, f64) {
         let p = x as f64 * y as f64;
         (s + p, m + p.abs())
     })
+}
+
+/// E4M3 value of a code, from the OCP FP8 spec: bias 7, subnormals at exponent 0, S.1111.111 NaN.
+fn e4m3(c: u8) -> f64 {
+    let s = if c & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((c >> 3) & 15) as i32, (c & 7) as f64);
+    match (e, c & 7) {
+        (15, 7) => f64::NAN,
+        (0, _) => s * m / 8.0 / 64.0,
+        _ => s * (1.0 + m / 8.0) * 2f64.powi(e - 7),
+    }
+}
+
+/// What a cache of type `ty` should hold for `row`: f16/bf16 by the `half` crate's rounding,
+/// fp8 as the nearest E4M3 value (ties to the even code, saturating at 448) of `x / scale`
+/// with `scale = max|x| / 448`, times the scale.
+fn rounded(row: &[f32], ty: CacheType) -> Vec<f32> {
+    match ty {
+        CacheType::F32 => row.to_vec(),
+        CacheType::F16 => row
+            .iter()
+            .map(|&x| half::f16::from_f32(x).to_f32())
+            .collect(),
+        CacheType::Bf16 => row
+            .iter()
+            .map(|&x| half::bf16::from_f32(x).to_f32())
+            .collect(),
+        CacheType::Fp8 => {
+            let amax = row.iter().fold(0f32, |m, &x| m.max(x.abs()));
+            let scale = if amax > 0.0 { amax / 448.0 } else { 1.0 };
+            row.iter()
+                .map(|&x| {
+                    let v = (x / scale) as f64;
+                    let best = (0u8..=255)
+                        .filter(|&c| !e4m3(c).is_nan())
+                        .min_by(|&a, &b| {
+                            let (da, db) = ((e4m3(a) - v).abs(), (e4m3(b) - v).abs());
+                            da.partial_cmp(&db).unwrap().then((a & 1).cmp(&(b & 1)))
+                        })
+                        .unwrap();
+                    // Among equal distances prefer the sign of v (±0 both at distance |v|).
+                    let best = if e4m3(best) == 0.0 && v < 0.0 {
+                        0x80
+                    } else {
+                        best
+                    };
+                    (e4m3(best) * scale as f64) as f32
+                })
+                .collect()
+        }
+    }
+}
+
+/// A cache of type `ty` holding `rows` (each `dim` wide) at rows 0.., and the values it should
+/// read back.
+fn cache_of<B: Backend>(be: &B, rows: &[f32], dim: usize, ty: CacheType) -> (B::Cache, Vec<f32>) {
+    let n = rows.len() / dim;
+    let mut c = be.alloc_cache(n, dim, ty).expect("alloc_cache");
+    let slots: Vec<u32> = (0..n as u32).collect();
+    be.cache_set_rows(&up(be, rows), &ids(be, &slots), n, &mut c)
+        .expect("cache_set_rows");
+    let want: Vec<f32> = rows.chunks(dim).flat_map(|r| rounded(r, ty)).collect();
+    (c, want)
 }
 
 // ---- checks -------------------------------------------------------------------------------
@@ -421,6 +486,45 @@ fn rows<B: Backend>(be: &B) {
     }
 }
 
+fn cache_types<B: Backend>(be: &B) {
+    let mut r = Rng(14);
+    let dim = 19;
+    let mut rows = r.vec(6 * dim, 3.0);
+    rows[dim..2 * dim].fill(0.0); // an all-zero row (fp8 scale must not divide by zero)
+    rows[2 * dim] = 1e5; // beyond f16's range in a row of small values
+    rows[3 * dim + 1] = 1e-6;
+    for ty in CacheType::ALL {
+        let (c, want) = cache_of(be, &rows, dim, ty);
+        let mut got = vec![0f32; rows.len()];
+        be.cache_download(&c, &mut got).expect("cache_download");
+        for i in 0..got.len() {
+            let same = got[i] == want[i] || (got[i].is_nan() && want[i].is_nan());
+            assert!(
+                same,
+                "cache {ty}: value {i}: stored {} read {} want {}",
+                rows[i], got[i], want[i]
+            );
+        }
+        // Scatter to arbitrary slots lands there.
+        let mut c = be.alloc_cache(8, dim, ty).expect("alloc_cache");
+        be.cache_set_rows(&up(be, &rows[..2 * dim]), &ids(be, &[7, 3]), 2, &mut c)
+            .expect("cache_set_rows");
+        let mut got = vec![0f32; 8 * dim];
+        be.cache_download(&c, &mut got).expect("cache_download");
+        assert_eq!(&got[7 * dim..8 * dim], &want[..dim], "cache {ty}: slot 7");
+        assert_eq!(
+            &got[..3 * dim],
+            &vec![0.0; 3 * dim][..],
+            "cache {ty}: untouched rows"
+        );
+        assert!(
+            be.cache_set_rows(&up(be, &rows[..dim]), &ids(be, &[8]), 1, &mut c)
+                .is_err(),
+            "cache {ty}: slot past the end"
+        );
+    }
+}
+
 /// Reference routing (DeepSeek-V3 `noaux_tc`): gate, bias for selection only, groups scored by
 /// their two best biased scores, best groups kept, top-k, weights from unbiased scores.
 fn route_ref(logits: &[f32], bias: &[f32], p: &RouterParams) -> (Vec<usize>, Vec<f64>) {
@@ -598,7 +702,35 @@ fn indexer<B: Backend>(be: &B) {
     let n_kv = 20;
     let q = r.vec(n * hi * d, 1.0);
     let w = r.vec(n * hi, 1.0);
-    let (tb, ts, pb) = (ids(be, &tables), ids(be, &token_seq), ids(be, &pos));
+    for ty in CacheType::ALL {
+        indexer_with(
+            be,
+            ty,
+            &tables,
+            &keys,
+            &q,
+            &w,
+            &token_seq,
+            &pos,
+            (bs, max_blocks, hi, d, n_kv),
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn indexer_with<B: Backend>(
+    be: &B,
+    ty: CacheType,
+    tables: &[u32],
+    keys: &[f32],
+    q: &[f32],
+    w: &[f32],
+    token_seq: &[u32],
+    pos: &[u32],
+    (bs, max_blocks, hi, d, n_kv): (usize, usize, usize, usize, usize),
+) {
+    let n = pos.len();
+    let (tb, ts, pb) = (ids(be, tables), ids(be, token_seq), ids(be, pos));
     let pages = Pages {
         tables: &tb,
         token_seq: &ts,
@@ -611,7 +743,8 @@ fn indexer<B: Backend>(be: &B) {
         head_dim: d,
         n_kv,
     };
-    let (qb, wb, kb) = (up(be, &q), up(be, &w), up(be, &keys));
+    let (kb, keys) = cache_of(be, keys, d, ty);
+    let (qb, wb) = (up(be, q), up(be, w));
     let mut out = be.alloc(n * n_kv).expect("alloc");
     be.indexer_scores(&qb, &wb, &kb, &pb, &pages, &p, &mut out)
         .expect("indexer_scores");
@@ -628,7 +761,7 @@ fn indexer<B: Backend>(be: &B) {
                 );
                 continue;
             }
-            let row = pool_row(&tables, max_blocks, bs, seq, t);
+            let row = pool_row(tables, max_blocks, bs, seq, t);
             let k = &keys[row * d..(row + 1) * d];
             let (mut v, mut m) = (0.0, 0.0);
             for j in 0..hi {
@@ -698,7 +831,11 @@ fn attention<B: Backend>(be: &B) {
             [p, p / 2, p.saturating_sub(1), p + 3]
         })
         .collect();
-    for selected in [false, true] {
+    for (ty, selected) in CacheType::ALL
+        .into_iter()
+        .flat_map(|t| [(t, false), (t, true)])
+    {
+        let (cache, pool) = cache_of(be, &pool, dk, ty);
         let p = AttnParams {
             n_tokens: n,
             n_heads: h,
@@ -712,7 +849,7 @@ fn attention<B: Backend>(be: &B) {
         let mut out = be.alloc(n * h * dv).expect("alloc");
         be.mla_attention(
             &up(be, &q),
-            &up(be, &pool),
+            &cache,
             &pb,
             &pages,
             selected.then_some(&selb),

@@ -2,6 +2,7 @@
 //! models need, and the CPU implementation that doubles as the reference for other backends.
 
 pub mod backend;
+pub mod cache_type;
 pub mod conformance;
 pub mod cpu;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod params;
 pub mod rope;
 
 pub use backend::{Backend, Pages};
+pub use cache_type::CacheType;
 pub use cpu::{CpuBackend, CpuWeight};
 pub use error::{CoreError, Result};
 pub use glint_gguf::GgmlType;

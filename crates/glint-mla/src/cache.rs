@@ -3,16 +3,25 @@
 //! layers, of indexer key rows. A sequence owns a block table; attention and the indexer read
 //! through it. The pool is allocated once, so no step allocates, and many sequences share it.
 
-use glint_core::Backend;
+use glint_core::{Backend, CacheType};
 
 use crate::error::{MlaError, Result};
 
 /// One layer's share of the pool.
 pub struct PoolLayer<B: Backend> {
-    /// `[n_blocks·block_size × (kv_lora + rope)]`.
-    pub latent: B::Buf,
-    /// `[n_blocks·block_size × indexer head_dim]` for layers with an indexer.
-    pub index_k: Option<B::Buf>,
+    /// `n_blocks·block_size` rows of `kv_lora + rope`.
+    pub latent: B::Cache,
+    /// `n_blocks·block_size` rows of the indexer head_dim, for layers with an indexer.
+    pub index_k: Option<B::Cache>,
+}
+
+/// Element types of the two caches of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheTypes {
+    pub latent: CacheType,
+    /// f32, f16 or fp8 (bf16 is refused: its 8-bit mantissa is what the indexer's near-ties
+    /// cannot afford, and no peer stores indexer keys in it).
+    pub index: CacheType,
 }
 
 /// Which blocks are free, and how many owners each used block has (blocks shared by prefix
@@ -98,24 +107,26 @@ impl<B: Backend> KvPool<B> {
         block_size: usize,
         row: usize,
         index_dims: &[Option<usize>],
+        types: CacheTypes,
     ) -> Result<Self> {
         if block_size == 0 {
             return Err(MlaError::BadPool("block size 0".into()));
         }
+        if types.index == CacheType::Bf16 {
+            return Err(MlaError::BadPool(
+                "indexer keys can be cached as f32, f16 or fp8, not bf16".into(),
+            ));
+        }
         let rows = n_blocks
             .checked_mul(block_size)
             .ok_or_else(|| MlaError::BadPool(format!("{n_blocks} blocks of {block_size}")))?;
-        let size = |w: usize| {
-            rows.checked_mul(w)
-                .ok_or_else(|| MlaError::BadPool(format!("{rows} rows of {w} floats")))
-        };
         let layers = index_dims
             .iter()
             .map(|d| {
                 Ok(PoolLayer {
-                    latent: backend.alloc(size(row)?)?,
+                    latent: backend.alloc_cache(rows, row, types.latent)?,
                     index_k: match d {
-                        Some(d) => Some(backend.alloc(size(*d)?)?),
+                        Some(d) => Some(backend.alloc_cache(rows, *d, types.index)?),
                         None => None,
                     },
                 })

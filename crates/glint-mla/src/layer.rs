@@ -264,7 +264,7 @@ pub fn forward<B: Backend>(
         &rope.inv_freq,
         &rp(1, row, d.kv_lora),
     )?;
-    be.set_rows(&sc.kv_rows, row, &step.slots, n, &mut pool.latent)?;
+    be.cache_set_rows(&sc.kv_rows, &step.slots, n, &mut pool.latent)?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
     be.copy2d(&sc.q, 0, qk, &mut sc.q_nope, 0, d.nope, n * h, d.nope)?;
@@ -330,7 +330,7 @@ fn indexer<B: Backend>(
     rope: &Rope<B>,
     a: &B::Buf,
     step: &StepInputs<B>,
-    keys: &mut B::Buf,
+    keys: &mut B::Cache,
     sc: &mut MlaScratch<B>,
 ) -> Result<Option<usize>> {
     let n = step.n;
@@ -355,7 +355,7 @@ fn indexer<B: Backend>(
         &mut sc.index_k,
     )?;
     be.rope(&mut sc.index_k, &step.positions, &rope.inv_freq, &rp(1))?;
-    be.set_rows(&sc.index_k, id.head_dim, &step.slots, n, keys)?;
+    be.cache_set_rows(&sc.index_k, &step.slots, n, keys)?;
     if step.max_seen <= id.top_k {
         return Ok(None);
     }

@@ -11,7 +11,7 @@ pub mod kv_b;
 pub mod layer;
 pub mod plan;
 
-pub use cache::{BlockAllocator, KvPool, PoolLayer, SeqCache};
+pub use cache::{BlockAllocator, CacheTypes, KvPool, PoolLayer, SeqCache};
 pub use error::{MlaError, Result};
 pub use kv_b::split_kv_b;
 pub use layer::{

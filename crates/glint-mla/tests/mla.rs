@@ -311,7 +311,15 @@ fn run(
         max_seqs: 1,
         max_blocks: n_blocks,
     };
-    let mut pool = KvPool::new(&be, n_blocks, block_size, KVL + ROPE, &[Some(DI)]).unwrap();
+    let mut pool = KvPool::new(
+        &be,
+        n_blocks,
+        block_size,
+        KVL + ROPE,
+        &[Some(DI)],
+        Default::default(),
+    )
+    .unwrap();
     let mut step = StepInputs::new(&be, limits, block_size, H).unwrap();
     let ix = IndexerDims {
         n_heads: HI,
@@ -442,7 +450,8 @@ fn paged_block_sizes_and_scattered_blocks_equal_contiguous() {
 #[test]
 fn pool_exhaustion_is_an_error_and_changes_nothing() {
     let be = CpuBackend::new();
-    let mut pool = KvPool::<CpuBackend>::new(&be, 3, 4, KVL + ROPE, &[None]).unwrap();
+    let mut pool =
+        KvPool::<CpuBackend>::new(&be, 3, 4, KVL + ROPE, &[None], Default::default()).unwrap();
     let mut a = SeqCache::default();
     pool.reserve(&mut a, 8).unwrap();
     let mut b = SeqCache::default();
@@ -462,7 +471,8 @@ fn pool_exhaustion_is_an_error_and_changes_nothing() {
 #[test]
 fn bad_plans_are_named_errors() {
     let be = CpuBackend::new();
-    let mut pool = KvPool::<CpuBackend>::new(&be, 4, 4, KVL + ROPE, &[None]).unwrap();
+    let mut pool =
+        KvPool::<CpuBackend>::new(&be, 4, 4, KVL + ROPE, &[None], Default::default()).unwrap();
     let limits = StepLimits {
         max_tokens: 4,
         max_seqs: 1,

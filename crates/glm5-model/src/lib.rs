@@ -12,6 +12,7 @@ pub mod weights;
 
 pub use config::{Arch, Config, IndexerConfig};
 pub use error::{ModelError, Result};
+pub use glint_core::CacheType;
 pub use glint_core::{Backend, CpuBackend};
-pub use glint_mla::{BatchPlan, KvPool, Logits, SeqCache, StepLimits};
+pub use glint_mla::{BatchPlan, CacheTypes, KvPool, Logits, SeqCache, StepLimits};
 pub use model::{Glm5, Model, SessionOptions, StepState, Tap, TapFn};

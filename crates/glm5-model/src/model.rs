@@ -10,7 +10,8 @@
 use glint_core::Backend;
 use glint_gguf::Gguf;
 use glint_mla::{
-    BatchPlan, KvPool, Logits, MlaDims, MlaScratch, Rope, SeqCache, StepInputs, StepLimits,
+    BatchPlan, CacheTypes, KvPool, Logits, MlaDims, MlaScratch, Rope, SeqCache, StepInputs,
+    StepLimits,
 };
 use glint_moe::{FfnSizes, MoeScratch};
 use tracing::debug;
@@ -126,7 +127,12 @@ impl<'a, B: Backend> Model<'a, B> {
     }
 
     /// A pool of `n_blocks` cache blocks of `block_size` tokens for every trunk layer.
-    pub fn new_pool(&self, n_blocks: usize, block_size: usize) -> Result<KvPool<B>> {
+    pub fn new_pool(
+        &self,
+        n_blocks: usize,
+        block_size: usize,
+        types: CacheTypes,
+    ) -> Result<KvPool<B>> {
         let index_dims: Vec<Option<usize>> = (0..self.cfg.n_layer)
             .map(|_| self.cfg.indexer.as_ref().map(|ix| ix.head_dim))
             .collect();
@@ -136,6 +142,7 @@ impl<'a, B: Backend> Model<'a, B> {
             block_size,
             self.dims.row(),
             &index_dims,
+            types,
         )?)
     }
 
@@ -372,6 +379,8 @@ pub struct SessionOptions {
     pub ubatch: usize,
     /// Tokens per cache block.
     pub block_size: usize,
+    /// Element types of the latent and indexer-key caches.
+    pub cache: CacheTypes,
 }
 
 impl SessionOptions {
@@ -382,6 +391,7 @@ impl SessionOptions {
             ctx_len,
             ubatch: Self::DEFAULT_UBATCH,
             block_size: Self::DEFAULT_BLOCK_SIZE,
+            cache: CacheTypes::default(),
         }
     }
 }
@@ -423,7 +433,7 @@ impl<'a, B: Backend> Glm5<'a, B> {
             max_seqs: 1,
             max_blocks: n_blocks,
         };
-        let pool = model.new_pool(n_blocks, opts.block_size)?;
+        let pool = model.new_pool(n_blocks, opts.block_size, opts.cache)?;
         let st = model.new_step_state(limits, opts.block_size, ubatch)?;
         Ok(Self {
             model,

@@ -10,7 +10,7 @@ mod common;
 use common::{case, case_gguf, fixture_dir, ids_of, read_npy_f32, reference, usizes_of};
 use glint_gguf::Gguf;
 use glm5_model::{
-    Backend, BatchPlan, CpuBackend, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
+    Backend as _, BatchPlan, CpuBackend, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
     SessionOptions, StepLimits, StepState,
 };
 
@@ -28,7 +28,7 @@ struct Engine<'a> {
 
 fn engine(g: &Gguf, max_tokens: usize, max_seqs: usize, n_blocks: usize) -> Engine<'_> {
     let model = Model::load(g, CpuBackend::new()).unwrap();
-    let pool = model.new_pool(n_blocks, BLOCK).unwrap();
+    let pool = model.new_pool(n_blocks, BLOCK, Default::default()).unwrap();
     let limits = StepLimits {
         max_tokens,
         max_seqs,
@@ -90,9 +90,9 @@ fn run_interleaved(e: &mut Engine<'_>, prompts: &[Vec<u32>], chunk: &[usize]) ->
 
 fn alone(g: &Gguf, ids: &[u32], ubatch: usize, block_size: usize) -> Vec<f32> {
     let opts = SessionOptions {
-        ctx_len: 4096,
         ubatch,
         block_size,
+        ..SessionOptions::new(4096)
     };
     let mut m = Glm5::load_with(g, CpuBackend::new(), opts).unwrap();
     m.forward(ids, 0).unwrap()
@@ -205,8 +205,8 @@ fn refused_plans_leave_the_cache_unchanged() {
             .iter()
             .map(|l| {
                 let be = e.model.backend();
-                let mut v = vec![0f32; be.buf_len(&l.latent)];
-                be.download(&l.latent, &mut v).unwrap();
+                let mut v = vec![0f32; e.pool.capacity() * e.pool.row()];
+                be.cache_download(&l.latent, &mut v).unwrap();
                 v
             })
             .collect()

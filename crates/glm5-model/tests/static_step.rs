@@ -82,7 +82,7 @@ fn count_step_allocations(g: &Gguf, ids: &[u32]) -> Vec<(usize, usize)> {
         max_seqs: 2,
         max_blocks: 16,
     };
-    let mut pool = model.new_pool(32, bs).unwrap();
+    let mut pool = model.new_pool(32, bs, Default::default()).unwrap();
     let mut st = model.new_step_state(limits, bs, 32).unwrap();
     let mut seqs = [SeqCache::default(), SeqCache::default()];
     for s in &mut seqs {

@@ -5,6 +5,7 @@ use std::cell::Cell;
 
 use rayon::prelude::*;
 
+use super::cache::CpuCache;
 use super::elementwise::softmax_row;
 use super::router::top_k_into;
 use crate::error::{need, CoreError, Result};
@@ -125,20 +126,19 @@ impl<'a> PageView<'a> {
     }
 }
 
-/// Logical keys `0..nk` of a sequence as rows of `pool [rows × dk]`: a slice of the pool when
-/// its blocks are consecutive (a fresh pool hands them out in order), else gathered into `buf`.
-#[allow(clippy::too_many_arguments)]
+/// Logical keys `0..nk` of a sequence as f32 rows: a slice of the pool when it is stored as
+/// f32 and its blocks are consecutive (a fresh pool hands them out in order), else gathered
+/// (and decoded) into `buf`.
 fn dense_keys<'p>(
     op: &'static str,
-    pool: &'p [f32],
-    dk: usize,
+    pool: &'p CpuCache,
     table: &[u32],
     bs: usize,
     nk: usize,
     buf: &'p mut Vec<f32>,
 ) -> Result<&'p [f32]> {
+    let dk = pool.dim;
     let n_blocks = nk.div_ceil(bs);
-    let rows = pool.len() / dk;
     if n_blocks > table.len() {
         return Err(CoreError::Index {
             op,
@@ -148,59 +148,50 @@ fn dense_keys<'p>(
     }
     let blocks = &table[..n_blocks];
     let first = blocks.first().copied().unwrap_or(0) as usize;
-    if blocks
+    let consecutive = blocks
         .iter()
         .enumerate()
-        .all(|(i, &b)| b as usize == first + i)
-    {
+        .all(|(i, &b)| b as usize == first + i);
+    if let (true, Some(rows)) = (consecutive, pool.as_f32()) {
         let lo = first * bs * dk;
-        return pool.get(lo..lo + nk * dk).ok_or(CoreError::Index {
+        return rows.get(lo..lo + nk * dk).ok_or(CoreError::Index {
             op,
             index: first * bs + nk,
-            limit: rows,
+            limit: pool.rows,
         });
     }
     buf.clear();
-    for (i, &b) in blocks.iter().enumerate() {
-        let take = bs.min(nk - i * bs);
-        let lo = b as usize * bs * dk;
-        let src = pool.get(lo..lo + take * dk).ok_or(CoreError::Index {
-            op,
-            index: b as usize * bs + take,
-            limit: rows,
-        })?;
-        buf.extend_from_slice(src);
+    buf.resize(nk * dk, 0.0);
+    for (t, out) in buf.chunks_exact_mut(dk).enumerate() {
+        let r = blocks[t / bs] as usize * bs + t % bs;
+        pool.read_row(op, r, out)?;
     }
     Ok(&buf[..])
 }
 
-/// Rows of the logical keys `sel` (those `≤ pos`) gathered from the pool into `buf`.
+/// Rows of the logical keys `sel` (those `≤ pos`) gathered (and decoded) from the pool.
 #[allow(clippy::too_many_arguments)]
 fn selected_keys<'p>(
     op: &'static str,
-    pool: &[f32],
-    dk: usize,
+    pool: &CpuCache,
     table: &[u32],
     bs: usize,
     sel: &[u32],
     pos: usize,
     buf: &'p mut Vec<f32>,
 ) -> Result<&'p [f32]> {
+    let dk = pool.dim;
+    let visible = sel.iter().filter(|&&t| t as usize <= pos).count();
     buf.clear();
-    let rows = pool.len() / dk;
-    for t in sel.iter().map(|&t| t as usize).filter(|&t| t <= pos) {
+    buf.resize(visible * dk, 0.0);
+    let keys = sel.iter().map(|&t| t as usize).filter(|&t| t <= pos);
+    for (t, out) in keys.zip(buf.chunks_exact_mut(dk)) {
         let b = *table.get(t / bs).ok_or(CoreError::Index {
             op,
             index: t,
             limit: table.len() * bs,
         })? as usize;
-        let r = b * bs + t % bs;
-        let src = pool.get(r * dk..(r + 1) * dk).ok_or(CoreError::Index {
-            op,
-            index: r,
-            limit: rows,
-        })?;
-        buf.extend_from_slice(src);
+        pool.read_row(op, b * bs + t % bs, out)?;
     }
     Ok(&buf[..])
 }
@@ -210,7 +201,7 @@ fn selected_keys<'p>(
 #[allow(clippy::too_many_arguments)]
 fn attend_token(
     qs: &[f32],
-    cache: &[f32],
+    cache: &CpuCache,
     table: &[u32],
     bs: usize,
     pos: usize,
@@ -249,9 +240,9 @@ fn attend_token(
             // every visible key, and attending to them in order keeps the result independent of
             // whatever else shares the step.
             Some(sel) if nk > p.n_selected => {
-                selected_keys("mla_attention", cache, dk, table, bs, sel, pos, buf)?
+                selected_keys("mla_attention", cache, table, bs, sel, pos, buf)?
             }
-            _ => dense_keys("mla_attention", cache, dk, table, bs, nk, buf)?,
+            _ => dense_keys("mla_attention", cache, table, bs, nk, buf)?,
         };
         attend(keys, o);
         Ok(())
@@ -261,7 +252,7 @@ fn attend_token(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn mla_attention(
     q: &[f32],
-    cache: &[f32],
+    cache: &CpuCache,
     positions: &[u32],
     pages: PageView<'_>,
     selected: Option<&[u32]>,
@@ -269,10 +260,13 @@ pub(crate) fn mla_attention(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, h, dk, dv) = (p.n_tokens, p.n_heads, p.dk, p.dv);
-    if dv > dk || dk == 0 || pages.block_size == 0 {
+    if dv > dk || dk == 0 || pages.block_size == 0 || cache.dim != dk {
         return Err(CoreError::Param {
             op: "mla_attention",
-            msg: format!("dv {dv}, dk {dk}, block size {}", pages.block_size),
+            msg: format!(
+                "dv {dv}, dk {dk}, cache rows of {}, block size {}",
+                cache.dim, pages.block_size
+            ),
         });
     }
     need("mla_attention", "q", n * h * dk, q.len())?;
@@ -305,17 +299,20 @@ pub(crate) fn mla_attention(
 pub(crate) fn indexer_scores(
     q: &[f32],
     w: &[f32],
-    keys: &[f32],
+    keys: &CpuCache,
     positions: &[u32],
     pages: PageView<'_>,
     p: &IndexerParams,
     out: &mut [f32],
 ) -> Result<()> {
     let (n, hi, d, nkv) = (p.n_tokens, p.n_heads, p.head_dim, p.n_kv);
-    if d == 0 || pages.block_size == 0 {
+    if d == 0 || pages.block_size == 0 || keys.dim != d {
         return Err(CoreError::Param {
             op: "indexer_scores",
-            msg: format!("head_dim {d}, block size {}", pages.block_size),
+            msg: format!(
+                "head_dim {d}, cache rows of {}, block size {}",
+                keys.dim, pages.block_size
+            ),
         });
     }
     need("indexer_scores", "q", n * hi * d, q.len())?;
@@ -341,7 +338,7 @@ pub(crate) fn indexer_scores(
             r
         };
         with_scratch(&KEYS, 0, |buf| {
-            let k = dense_keys("indexer_scores", keys, d, table, pages.block_size, nk, buf)?;
+            let k = dense_keys("indexer_scores", keys, table, pages.block_size, nk, buf)?;
             if inner_par(across, hi * nk * d) {
                 row[..nk]
                     .par_chunks_mut(64)

@@ -1,6 +1,7 @@
 //! The CPU backend: buffers are `Vec`s, weights borrow the mmapped GGUF bytes, ops run on rayon.
 
 mod attention;
+mod cache;
 mod elementwise;
 mod linear;
 pub mod router;
@@ -10,9 +11,11 @@ use std::borrow::Cow;
 
 use glint_gguf::GgmlType;
 
+pub use cache::CpuCache;
 pub use weight::{decode_to_f32, CpuWeight};
 
 use crate::backend::{Backend, Pages};
+use crate::cache_type::CacheType;
 use crate::error::{need, Result};
 use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
 
@@ -36,6 +39,7 @@ impl Backend for CpuBackend {
     type Buf = Vec<f32>;
     type Ids = Vec<u32>;
     type Weight<'a> = CpuWeight<'a>;
+    type Cache = CpuCache;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -87,6 +91,32 @@ impl Backend for CpuBackend {
     fn write_ids(&self, ids: &mut Vec<u32>, host: &[u32]) -> Result<()> {
         need("write_ids", "ids", host.len(), ids.len())?;
         ids[..host.len()].copy_from_slice(host);
+        Ok(())
+    }
+    fn alloc_cache(&self, rows: usize, dim: usize, ty: CacheType) -> Result<CpuCache> {
+        CpuCache::new(rows, dim, ty)
+    }
+    fn cache_set_rows(
+        &self,
+        src: &Vec<f32>,
+        slots: &Vec<u32>,
+        n: usize,
+        cache: &mut CpuCache,
+    ) -> Result<()> {
+        let d = cache.dim;
+        need("cache_set_rows", "slots", n, slots.len())?;
+        need("cache_set_rows", "src", n * d, src.len())?;
+        for i in 0..n {
+            cache.write_row(slots[i] as usize, &src[i * d..(i + 1) * d])?;
+        }
+        Ok(())
+    }
+    fn cache_download(&self, cache: &CpuCache, out: &mut [f32]) -> Result<()> {
+        let d = cache.dim.max(1);
+        need("cache_download", "cache", out.len() / d, cache.rows)?;
+        for (r, o) in out.chunks_exact_mut(d).enumerate() {
+            cache.read_row("cache_download", r, o)?;
+        }
         Ok(())
     }
     fn upload_weight<'a>(
@@ -270,7 +300,7 @@ impl Backend for CpuBackend {
         &self,
         q: &Vec<f32>,
         w: &Vec<f32>,
-        keys: &Vec<f32>,
+        keys: &CpuCache,
         pos: &Vec<u32>,
         pages: &Pages<'_, Self>,
         p: &IndexerParams,
@@ -291,7 +321,7 @@ impl Backend for CpuBackend {
     fn mla_attention(
         &self,
         q: &Vec<f32>,
-        cache: &Vec<f32>,
+        cache: &CpuCache,
         pos: &Vec<u32>,
         pages: &Pages<'_, Self>,
         selected: Option<&Vec<u32>>,

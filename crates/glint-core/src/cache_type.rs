@@ -1,0 +1,104 @@
+//! Element types of the paged KV cache, and the FP8 E4M3 codec the fp8 cache uses.
+//!
+//! A GLM-5 context of 200k tokens needs 44 GB of f32 latent cache per sequence; f16/bf16 halve
+//! it and fp8 (E4M3, one f32 scale per row, as FlashMLA's and vLLM's fp8 MLA caches) quarters
+//! it. Which one to use is a measured trade-off (docs/cache-types.md).
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CacheType {
+    #[default]
+    F32,
+    F16,
+    Bf16,
+    /// OCP FP8 E4M3 ("e4m3fn": no infinities, max 448) with a per-row f32 scale `amax / 448`.
+    Fp8,
+}
+
+impl CacheType {
+    pub const ALL: [CacheType; 4] = [Self::F32, Self::F16, Self::Bf16, Self::Fp8];
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::Fp8 => "fp8",
+        }
+    }
+    /// Bytes of one cached row of `dim` values (fp8 includes its scale).
+    pub fn row_bytes(self, dim: usize) -> usize {
+        match self {
+            Self::F32 => 4 * dim,
+            Self::F16 | Self::Bf16 => 2 * dim,
+            Self::Fp8 => dim + 4,
+        }
+    }
+}
+
+impl fmt::Display for CacheType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CacheType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown cache type '{s}' (expected f32, f16, bf16 or fp8)"))
+    }
+}
+
+/// Largest finite E4M3 value.
+pub const FP8_MAX: f32 = 448.0;
+
+/// The value of an E4M3 byte (sign, 4 exponent bits with bias 7, 3 mantissa bits; `S.1111.111`
+/// is NaN, there are no infinities).
+pub fn fp8_to_f32(b: u8) -> f32 {
+    let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = ((b >> 3) & 0x0f) as i32;
+    let m = (b & 0x07) as f32;
+    if e == 0x0f && b & 0x07 == 0x07 {
+        return f32::NAN;
+    }
+    if e == 0 {
+        sign * m / 8.0 * 2f32.powi(-6)
+    } else {
+        sign * (1.0 + m / 8.0) * 2f32.powi(e - 7)
+    }
+}
+
+/// Nearest E4M3 byte to `x` (ties to even mantissa), saturating at ±448; NaN maps to NaN.
+pub fn f32_to_fp8(x: f32) -> u8 {
+    if x.is_nan() {
+        return 0x7f;
+    }
+    let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+    let a = x.abs().min(FP8_MAX);
+    // Positive codes 0x00..=0x7e are increasing in value: binary search the first >= a.
+    let (mut lo, mut hi) = (0u8, 0x7eu8);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if fp8_to_f32(mid) < a {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let code = if lo == 0 {
+        0
+    } else {
+        let (below, above) = (fp8_to_f32(lo - 1), fp8_to_f32(lo));
+        let (db, da) = (a - below, above - a);
+        if db < da || (db == da && (lo - 1) & 1 == 0) {
+            lo - 1
+        } else {
+            lo
+        }
+    };
+    sign | code
+}

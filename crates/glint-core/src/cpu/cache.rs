@@ -1,0 +1,121 @@
+//! The CPU's paged cache pool: rows stored as f32, f16, bf16 or fp8 (+ a scale per row), read
+//! back as f32 rows by attention and the indexer.
+
+use half::{bf16, f16};
+
+use crate::cache_type::{f32_to_fp8, fp8_to_f32, CacheType, FP8_MAX};
+use crate::error::{CoreError, Result};
+
+pub struct CpuCache {
+    pub(crate) dim: usize,
+    pub(crate) rows: usize,
+    data: Data,
+}
+
+enum Data {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Bf16(Vec<bf16>),
+    Fp8 { codes: Vec<u8>, scales: Vec<f32> },
+}
+
+impl CpuCache {
+    pub(crate) fn new(rows: usize, dim: usize, ty: CacheType) -> Result<Self> {
+        let len = rows.checked_mul(dim).ok_or(CoreError::Param {
+            op: "alloc_cache",
+            msg: format!("{rows} rows of {dim} values overflow"),
+        })?;
+        let data = match ty {
+            CacheType::F32 => Data::F32(vec![0.0; len]),
+            CacheType::F16 => Data::F16(vec![f16::ZERO; len]),
+            CacheType::Bf16 => Data::Bf16(vec![bf16::ZERO; len]),
+            CacheType::Fp8 => Data::Fp8 {
+                codes: vec![0; len],
+                scales: vec![0.0; rows],
+            },
+        };
+        Ok(Self { dim, rows, data })
+    }
+
+    pub fn cache_type(&self) -> CacheType {
+        match self.data {
+            Data::F32(_) => CacheType::F32,
+            Data::F16(_) => CacheType::F16,
+            Data::Bf16(_) => CacheType::Bf16,
+            Data::Fp8 { .. } => CacheType::Fp8,
+        }
+    }
+
+    /// The rows as one f32 slice, when stored as f32 (attention reads it in place).
+    pub(crate) fn as_f32(&self) -> Option<&[f32]> {
+        match &self.data {
+            Data::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn check(&self, op: &'static str, r: usize) -> Result<()> {
+        if r >= self.rows {
+            return Err(CoreError::Index {
+                op,
+                index: r,
+                limit: self.rows,
+            });
+        }
+        Ok(())
+    }
+
+    /// Row `r` decoded into `out[..dim]`.
+    pub(crate) fn read_row(&self, op: &'static str, r: usize, out: &mut [f32]) -> Result<()> {
+        self.check(op, r)?;
+        let d = self.dim;
+        let out = &mut out[..d];
+        match &self.data {
+            Data::F32(v) => out.copy_from_slice(&v[r * d..(r + 1) * d]),
+            Data::F16(v) => out
+                .iter_mut()
+                .zip(&v[r * d..(r + 1) * d])
+                .for_each(|(o, x)| *o = x.to_f32()),
+            Data::Bf16(v) => out
+                .iter_mut()
+                .zip(&v[r * d..(r + 1) * d])
+                .for_each(|(o, x)| *o = x.to_f32()),
+            Data::Fp8 { codes, scales } => {
+                let s = scales[r];
+                out.iter_mut()
+                    .zip(&codes[r * d..(r + 1) * d])
+                    .for_each(|(o, &c)| *o = fp8_to_f32(c) * s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores `src[..dim]` as row `r`, rounded to the cache type (fp8: scaled by the row's
+    /// largest magnitude so it maps to 448).
+    pub(crate) fn write_row(&mut self, r: usize, src: &[f32]) -> Result<()> {
+        self.check("cache_set_rows", r)?;
+        let d = self.dim;
+        let src = &src[..d];
+        match &mut self.data {
+            Data::F32(v) => v[r * d..(r + 1) * d].copy_from_slice(src),
+            Data::F16(v) => v[r * d..(r + 1) * d]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(o, &x)| *o = f16::from_f32(x)),
+            Data::Bf16(v) => v[r * d..(r + 1) * d]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(o, &x)| *o = bf16::from_f32(x)),
+            Data::Fp8 { codes, scales } => {
+                let amax = src.iter().fold(0f32, |m, &x| m.max(x.abs()));
+                let scale = if amax > 0.0 { amax / FP8_MAX } else { 1.0 };
+                scales[r] = scale;
+                codes[r * d..(r + 1) * d]
+                    .iter_mut()
+                    .zip(src)
+                    .for_each(|(o, &x)| *o = f32_to_fp8(x / scale));
+            }
+        }
+        Ok(())
+    }
+}
