@@ -214,7 +214,8 @@ fn bench(c: &mut Criterion) {
             let n = rows.len() / dim;
             let mut c = be.alloc_cache(n, dim, CacheType::F32).expect("alloc_cache");
             let slots: Vec<u32> = (0..n as u32).collect();
-            be.cache_set_rows(&rows, &slots, n, &mut c).expect("cache_set_rows");
+            be.cache_set_rows(&rows, &slots, n, &mut c)
+                .expect("cache_set_rows");
             c
         };
         let cache = as_cache(random_f32(n_kv * DK, 10 + n_kv as u64), DK);

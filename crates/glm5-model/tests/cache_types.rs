@@ -128,7 +128,11 @@ fn cache_types_against_transformers() {
         // bounds (cosine 1 - 2e-7 measured on long, whose top-2048 near-ties move 9.9e-3).
         if *kind == "f32" {
             assert_eq!(row.sel_changed, 0, "{name}: f32 selections moved");
-            assert!(row.min_cos > 0.9999995, "{name}: f32 cosine {}", row.min_cos);
+            assert!(
+                row.min_cos > 0.9999995,
+                "{name}: f32 cosine {}",
+                row.min_cos
+            );
             continue;
         }
         // Worst over the prompts, measured 2026-12-01 (the random tiny model amplifies any
