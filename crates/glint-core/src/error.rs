@@ -24,6 +24,10 @@ pub enum CoreError {
     },
     #[error("{op}: invalid parameter: {msg}")]
     Param { op: &'static str, msg: String },
+    /// A buffer the host could not allocate: the size is named so the user can shrink the
+    /// context, the batch or the pool.
+    #[error("cannot allocate {what}: {bytes} bytes")]
+    Alloc { what: &'static str, bytes: u128 },
     #[error("quant kernel: {0}")]
     Quant(#[from] QuantError),
 }
@@ -47,4 +51,17 @@ pub(crate) fn need(
         });
     }
     Ok(())
+}
+
+/// A zero-filled vector of `len` elements, or [`CoreError::Alloc`] naming the size instead of
+/// aborting the process when the allocator refuses.
+pub fn try_zeroed<T: Clone + Default>(what: &'static str, len: usize) -> Result<Vec<T>> {
+    let err = || CoreError::Alloc {
+        what,
+        bytes: len as u128 * std::mem::size_of::<T>() as u128,
+    };
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| err())?;
+    v.resize(len, T::default());
+    Ok(v)
 }

@@ -190,3 +190,17 @@ fn bad_tokens_and_positions_are_errors() {
         ModelError::Gap { .. }
     ));
 }
+
+#[test]
+fn a_cache_too_large_for_memory_is_an_error_naming_its_size() {
+    let g = Gguf::open(fixture()).unwrap();
+    // 2^40 tokens of the fixture's latent rows: petabytes.
+    let e = match Glm5::load(&g, CpuBackend::new(), 1 << 40) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a 2^40-token cache was allocated"),
+    };
+    assert!(e.contains("cannot allocate KV cache"), "{e}");
+    let c = glm5_model::Config::from_gguf(&g).unwrap();
+    let rows = (1u128 << 40) * (c.kv_lora + c.rope_dim) as u128 * 4;
+    assert!(e.contains(&rows.to_string()), "{e} (expected {rows} bytes)");
+}

@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 
 use crate::cache_type::{f32_to_fp8, fp8_to_f32, CacheType, FP8_MAX};
-use crate::error::{CoreError, Result};
+use crate::error::{try_zeroed, CoreError, Result};
 
 pub struct CpuCache {
     pub(crate) dim: usize,
@@ -25,13 +25,14 @@ impl CpuCache {
             op: "alloc_cache",
             msg: format!("{rows} rows of {dim} values overflow"),
         })?;
+        let what = "KV cache";
         let data = match ty {
-            CacheType::F32 => Data::F32(vec![0.0; len]),
-            CacheType::F16 => Data::F16(vec![f16::ZERO; len]),
-            CacheType::Bf16 => Data::Bf16(vec![bf16::ZERO; len]),
+            CacheType::F32 => Data::F32(try_zeroed(what, len)?),
+            CacheType::F16 => Data::F16(try_zeroed(what, len)?),
+            CacheType::Bf16 => Data::Bf16(try_zeroed(what, len)?),
             CacheType::Fp8 => Data::Fp8 {
-                codes: vec![0; len],
-                scales: vec![0.0; rows],
+                codes: try_zeroed(what, len)?,
+                scales: try_zeroed(what, rows)?,
             },
         };
         Ok(Self { dim, rows, data })

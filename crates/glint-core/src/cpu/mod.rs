@@ -16,7 +16,7 @@ pub use weight::{decode_to_f32, CpuWeight};
 
 use crate::backend::{Backend, Pages};
 use crate::cache_type::CacheType;
-use crate::error::{need, Result};
+use crate::error::{need, try_zeroed, Result};
 use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
 
 thread_local! {
@@ -59,7 +59,7 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, len: usize) -> Result<Vec<f32>> {
-        Ok(vec![0.0; len])
+        try_zeroed("buffer", len)
     }
     fn upload(&self, host: &[f32]) -> Result<Vec<f32>> {
         Ok(host.to_vec())
@@ -76,7 +76,7 @@ impl Backend for CpuBackend {
         Ok(host.to_vec())
     }
     fn alloc_ids(&self, len: usize) -> Result<Vec<u32>> {
-        Ok(vec![0; len])
+        try_zeroed("id buffer", len)
     }
     fn download_ids(&self, ids: &Vec<u32>, out: &mut [u32]) -> Result<()> {
         need("download_ids", "ids", out.len(), ids.len())?;
