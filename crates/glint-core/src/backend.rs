@@ -107,6 +107,41 @@ pub trait Backend: Send + Sync {
         n_tokens: usize,
         y: &mut Self::Buf,
     ) -> Result<()>;
+    /// Ids a routing plan for `n_tokens × n_used` expert choices over `n_expert` experts needs
+    /// (see [`Self::moe_plan`]).
+    fn moe_plan_len(&self, n_tokens: usize, n_used: usize, n_expert: usize) -> usize {
+        n_tokens * n_used + n_expert + 1
+    }
+    /// Fusion point: groups the (token, slot) pairs of `ids` by expert once per MoE layer, so
+    /// the gate, up and down products ([`Self::mul_mat_id_planned`]) reuse it. The default
+    /// writes nothing: the CPU's `mul_mat_id` groups internally.
+    fn moe_plan(
+        &self,
+        ids: &Self::Ids,
+        n_tokens: usize,
+        n_used: usize,
+        n_expert: usize,
+        plan: &mut Self::Ids,
+    ) -> Result<()> {
+        let _ = (ids, n_tokens, n_used, n_expert, plan);
+        Ok(())
+    }
+    /// [`Self::mul_mat_id`] with the plan [`Self::moe_plan`] made from the same `ids`.
+    #[allow(clippy::too_many_arguments)]
+    fn mul_mat_id_planned(
+        &self,
+        w: &Self::Weight<'_>,
+        ids: &Self::Ids,
+        plan: &Self::Ids,
+        n_used: usize,
+        x: &Self::Buf,
+        x_per_slot: bool,
+        n_tokens: usize,
+        y: &mut Self::Buf,
+    ) -> Result<()> {
+        let _ = plan;
+        self.mul_mat_id(w, ids, n_used, x, x_per_slot, n_tokens, y)
+    }
     /// Row gather from a (possibly quantized) 2-D weight: `out[i] = W[ids[i]]` as f32.
     fn get_rows(
         &self,

@@ -50,6 +50,8 @@ pub struct MoeScratch<B: Backend> {
     /// `[n × n_expert]` router logits; `[n × n_used]` chosen experts and their weights.
     router_logits: B::Buf,
     expert_ids: B::Ids,
+    /// The backend's grouping of the choices by expert, shared by gate, up and down.
+    route_plan: B::Ids,
     expert_weights: B::Buf,
     /// Gate and up projections and `silu(gate)·up`: `[n × d_ff]` dense, `[n × n_used × d_ff]`
     /// routed.
@@ -69,6 +71,7 @@ impl<B: Backend> MoeScratch<B> {
         Ok(Self {
             router_logits: be.alloc(n * s.n_expert)?,
             expert_ids: be.alloc_ids(n * s.n_used)?,
+            route_plan: be.alloc_ids(be.moe_plan_len(n, s.n_used, s.n_expert))?,
             expert_weights: be.alloc(n * s.n_used)?,
             gate: be.alloc(hidden)?,
             up: be.alloc(hidden)?,
@@ -139,23 +142,34 @@ pub fn moe<B: Backend>(
         ids,
         &mut sc.expert_weights,
     )?;
+    be.moe_plan(ids, n, k, r.n_expert, &mut sc.route_plan)?;
+    let (ids, plan) = (&sc.expert_ids, &sc.route_plan);
 
     let len = n * k * w.d_ff;
     match &w.gate_up {
         ExpertGateUp::Split { gate, up } => {
-            be.mul_mat_id(gate, ids, k, x, false, n, &mut sc.gate)?;
-            be.mul_mat_id(up, ids, k, x, false, n, &mut sc.up)?;
+            be.mul_mat_id_planned(gate, ids, plan, k, x, false, n, &mut sc.gate)?;
+            be.mul_mat_id_planned(up, ids, plan, k, x, false, n, &mut sc.up)?;
         }
         ExpertGateUp::Fused(gu) => {
             // One product into expert_out ([n·k × 2·d_ff]), split by slot.
             let f = w.d_ff;
-            be.mul_mat_id(gu, ids, k, x, false, n, &mut sc.expert_out)?;
+            be.mul_mat_id_planned(gu, ids, plan, k, x, false, n, &mut sc.expert_out)?;
             be.copy2d(&sc.expert_out, 0, 2 * f, &mut sc.gate, 0, f, n * k, f)?;
             be.copy2d(&sc.expert_out, f, 2 * f, &mut sc.up, 0, f, n * k, f)?;
         }
     }
     be.silu_mul(&sc.gate, &sc.up, len, &mut sc.act)?;
-    be.mul_mat_id(&w.down_exps, ids, k, &sc.act, true, n, &mut sc.expert_out)?;
+    be.mul_mat_id_planned(
+        &w.down_exps,
+        ids,
+        plan,
+        k,
+        &sc.act,
+        true,
+        n,
+        &mut sc.expert_out,
+    )?;
     be.moe_combine(&sc.expert_out, &sc.expert_weights, n, k, d_model, out)?;
 
     if let Some(sh) = &w.shared {
