@@ -200,22 +200,32 @@ pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Resul
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn copy2d(
     src: &[f32],
-    so: usize,
-    ss: usize,
+    src_off: usize,
+    src_stride: usize,
     dst: &mut [f32],
-    d_o: usize,
-    ds: usize,
+    dst_off: usize,
+    dst_stride: usize,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    need("copy2d", "src", so + (rows - 1) * ss + cols, src.len())?;
-    need("copy2d", "dst", d_o + (rows - 1) * ds + cols, dst.len())?;
+    need(
+        "copy2d",
+        "src",
+        src_off + (rows - 1) * src_stride + cols,
+        src.len(),
+    )?;
+    need(
+        "copy2d",
+        "dst",
+        dst_off + (rows - 1) * dst_stride + cols,
+        dst.len(),
+    )?;
     for r in 0..rows {
-        dst[d_o + r * ds..d_o + r * ds + cols]
-            .copy_from_slice(&src[so + r * ss..so + r * ss + cols]);
+        dst[dst_off + r * dst_stride..dst_off + r * dst_stride + cols]
+            .copy_from_slice(&src[src_off + r * src_stride..src_off + r * src_stride + cols]);
     }
     Ok(())
 }

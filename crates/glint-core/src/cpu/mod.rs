@@ -203,15 +203,17 @@ impl Backend for CpuBackend {
     fn copy2d(
         &self,
         src: &Vec<f32>,
-        so: usize,
-        ss: usize,
+        src_off: usize,
+        src_stride: usize,
         dst: &mut Vec<f32>,
-        d_o: usize,
-        ds: usize,
+        dst_off: usize,
+        dst_stride: usize,
         rows: usize,
         cols: usize,
     ) -> Result<()> {
-        elementwise::copy2d(src, so, ss, dst, d_o, ds, rows, cols)
+        elementwise::copy2d(
+            src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols,
+        )
     }
 
     fn set_rows(
