@@ -390,18 +390,20 @@ impl Tokenizer {
     /// that was dropped.
     fn check_round_trip(&self, text: &str, ids: &[u32]) -> Result<()> {
         let want = text.as_bytes();
-        let mut at = 0usize;
+        let mut got = Vec::with_capacity(want.len());
         for &id in ids {
-            let b = self.token_bytes(id)?;
-            if want.get(at..at + b.len()) != Some(b) {
-                break;
-            }
-            at += b.len();
+            got.extend_from_slice(self.token_bytes(id)?);
         }
-        if at == want.len() {
+        if got == want {
             return Ok(());
         }
-        // `at` is where the spelled text stops matching: back up to the character boundary.
+        // The first differing byte is where a character went missing (the tokens after it
+        // spell what follows it); back up to the start of that character.
+        let at = got
+            .iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(want.len()));
         let offset = (0..=at)
             .rev()
             .find(|&i| text.is_char_boundary(i))
