@@ -30,7 +30,11 @@ fn stderr(o: &Output) -> String {
 fn fails_with(o: &Output, words: &[&str]) -> String {
     let e = stderr(o);
     assert!(!o.status.success(), "expected failure, got success: {e}");
-    assert_eq!(o.status.code(), Some(1), "exit code (not a signal/abort): {e}");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "exit code (not a signal/abort): {e}"
+    );
     assert!(!e.contains("panicked"), "panic: {e}");
     for w in words {
         assert!(e.contains(w), "stderr lacks {w:?}: {e}");
@@ -151,7 +155,10 @@ fn quantize_of_a_dot_partial_input_keeps_the_input() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&input).unwrap(), before);
     let q = Gguf::open(&out).unwrap();
-    assert_eq!(q.tensors().len(), Gguf::open(&input).unwrap().tensors().len());
+    assert_eq!(
+        q.tensors().len(),
+        Gguf::open(&input).unwrap().tensors().len()
+    );
     assert_eq!(names(dir.path()), ["v.gguf", "v.gguf.partial"]);
 }
 
@@ -197,7 +204,10 @@ fn split_model(dir: &Path) -> (PathBuf, PathBuf) {
 fn quantize_onto_another_shard_of_its_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = split_model(dir.path());
-    let (b1, b2) = (std::fs::read(&first).unwrap(), std::fs::read(&second).unwrap());
+    let (b1, b2) = (
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&second).unwrap(),
+    );
     assert_eq!(Gguf::open(&first).unwrap().n_shards(), 2);
     let o = glint(&["quantize", s(&first), s(&second), "Q8_0"]);
     fails_with(&o, &["same file as the input", "s-00002-of-00002.gguf"]);
@@ -390,7 +400,15 @@ fn huge_ctx_without_context_length_names_the_size() {
         "--ctx",
         "1000000000000",
     ]);
-    fails_with(&o, &["--ctx 1000000000000", "KV cache", "bytes", "memory available"]);
+    fails_with(
+        &o,
+        &[
+            "--ctx 1000000000000",
+            "KV cache",
+            "bytes",
+            "memory available",
+        ],
+    );
 }
 
 #[test]
@@ -398,7 +416,15 @@ fn logits_refuses_more_tokens_than_the_context() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = vec!["1"; 4097].join(",");
     let out = dir.path().join("l.npy");
-    let o = glint(&["logits", "-m", s(&tiny()), "--tokens", &tokens, "-o", s(&out)]);
+    let o = glint(&[
+        "logits",
+        "-m",
+        s(&tiny()),
+        "--tokens",
+        &tokens,
+        "-o",
+        s(&out),
+    ]);
     fails_with(&o, &["4097 tokens exceed the context length 4096"]);
     assert!(names(dir.path()).is_empty());
 }
@@ -484,9 +510,22 @@ fn nan_weight_is_reported_with_its_layer_never_sampled() {
         },
     );
     let out = dir.path().join("l.npy");
-    fails_with(&logits_of(&m, &out), &["non-finite logit", "layer 2", "attention"]);
+    fails_with(
+        &logits_of(&m, &out),
+        &["non-finite logit", "layer 2", "attention"],
+    );
     assert!(!out.exists());
-    let o = glint(&["generate", "-m", s(&m), "-p", "hello", "-n", "4", "--temp", "0"]);
+    let o = glint(&[
+        "generate",
+        "-m",
+        s(&m),
+        "-p",
+        "hello",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+    ]);
     fails_with(&o, &["non-finite logit", "layer 2"]);
 }
 
@@ -516,7 +555,15 @@ fn bad_sampler_flags_name_flag_value_and_range() {
 fn negative_temperature_is_accepted_as_greedy() {
     let run = |t: &str| {
         let o = glint(&[
-            "generate", "-m", s(&tiny()), "-p", "hello", "-n", "6", "--temp", t,
+            "generate",
+            "-m",
+            s(&tiny()),
+            "-p",
+            "hello",
+            "-n",
+            "6",
+            "--temp",
+            t,
         ]);
         assert!(o.status.success(), "--temp {t}: {}", stderr(&o));
         o.stdout
@@ -586,7 +633,11 @@ fn vocabulary_shorter_than_the_embedding_is_refused_at_load() {
     let out = dir.path().join("l.npy");
     fails_with(
         &logits_of(&m, &out),
-        &["tokenizer.ggml.tokens", "500 tokens", "512 rows of token_embd.weight"],
+        &[
+            "tokenizer.ggml.tokens",
+            "500 tokens",
+            "512 rows of token_embd.weight",
+        ],
     );
 }
 
@@ -640,7 +691,9 @@ fn missing_pre_tokenizer_uses_llama_cpp_default_and_says_so() {
         .map(|x| x.parse().unwrap())
         .collect();
     let mut want = Vec::new();
-    for piece in ["Hello", ",", " world", "!", " ", "123", "45", " it", "'", "s"] {
+    for piece in [
+        "Hello", ",", " world", "!", " ", "123", "45", " it", "'", "s",
+    ] {
         let o = glint(&["tokenize", "-m", s(&tiny()), "-p", piece]);
         assert!(o.status.success(), "{}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();

@@ -107,6 +107,25 @@ impl Gguf {
         parse_header(bytes)
     }
 
+    /// A single-file model from an image held in memory, for fuzzing the model loader and for
+    /// tests. The bytes are copied into an anonymous map, so tensor data is page-aligned exactly
+    /// as in a mapped file.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Gguf> {
+        let map = if bytes.is_empty() {
+            None
+        } else {
+            let mut m = memmap2::MmapMut::map_anon(bytes.len())?;
+            m.copy_from_slice(bytes);
+            Some(m.make_read_only()?)
+        };
+        let header = parse_header(map.as_deref().unwrap_or(&[]))?;
+        Gguf::merge(vec![Shard {
+            path: PathBuf::from("<memory>"),
+            map,
+            header,
+        }])
+    }
+
     fn merge(shards: Vec<Shard>) -> Result<Gguf> {
         let total: usize = shards.iter().map(|s| s.header.tensors.len()).sum();
         let mut tensors = Vec::with_capacity(total);
