@@ -44,6 +44,20 @@ fn run(cli: Cli) -> CmdResult {
     }
 }
 
+/// Whether `e` (or anything it wraps) is a write to a closed pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::BrokenPipe {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -55,6 +69,9 @@ fn main() -> ExitCode {
         .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        // `glint tokenize ... | head -c1` closes stdout early: that is the reader's choice,
+        // not a failure, so exit quietly as `cat` does.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             let mut src = e.source();

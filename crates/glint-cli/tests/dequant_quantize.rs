@@ -168,7 +168,7 @@ fn quantize_rejects_bad_requests() {
         "Q8_0",
     ]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("overwrite"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("same file as the input"));
     assert_eq!(std::fs::read(&copy).unwrap(), before);
 }
 

@@ -21,7 +21,11 @@ pub enum GgufError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Output(#[from] crate::safe_output::OutputError),
 
+    #[error("not a GGUF file: it is {kind}")]
+    NotAFile { kind: &'static str },
     #[error("not a GGUF file: magic is {found:02x?}, expected \"GGUF\"")]
     BadMagic { found: Vec<u8> },
     #[error("GGUF version {version} is not supported (only v2 and v3)")]

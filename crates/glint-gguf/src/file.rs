@@ -23,6 +23,17 @@ struct Shard {
 
 impl Shard {
     fn open(path: &Path) -> Result<Shard> {
+        // Checked before opening: opening a FIFO blocks until a writer appears, and a
+        // directory or device is never a model.
+        let meta = std::fs::metadata(path).map_err(|e| GgufError::from(e).in_file(path))?;
+        if !meta.is_file() {
+            let kind = if meta.is_dir() {
+                "a directory"
+            } else {
+                special_kind(&meta)
+            };
+            return Err(GgufError::NotAFile { kind }.in_file(path));
+        }
         let file = File::open(path).map_err(|e| GgufError::from(e).in_file(path))?;
         let len = file
             .metadata()
@@ -94,6 +105,25 @@ impl Gguf {
     /// opened with [`Gguf::open`].
     pub fn parse_bytes(bytes: &[u8]) -> Result<Header> {
         parse_header(bytes)
+    }
+
+    /// A single-file model from an image held in memory, for fuzzing the model loader and for
+    /// tests. The bytes are copied into an anonymous map, so tensor data is page-aligned exactly
+    /// as in a mapped file.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Gguf> {
+        let map = if bytes.is_empty() {
+            None
+        } else {
+            let mut m = memmap2::MmapMut::map_anon(bytes.len())?;
+            m.copy_from_slice(bytes);
+            Some(m.make_read_only()?)
+        };
+        let header = parse_header(map.as_deref().unwrap_or(&[]))?;
+        Gguf::merge(vec![Shard {
+            path: PathBuf::from("<memory>"),
+            map,
+            header,
+        }])
     }
 
     fn merge(shards: Vec<Shard>) -> Result<Gguf> {
@@ -194,14 +224,36 @@ impl Gguf {
     }
 }
 
+#[cfg(unix)]
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::Metadata) -> &'static str {
+    "not a regular file"
+}
+
 /// Opens every shard named like `path`, then orders them by their `split.no` key.
 fn open_split(path: &Path, name: &SplitName) -> Result<Vec<Shard>> {
-    let paths = name.all_paths(path);
-    if let Some(missing) = paths.iter().find(|p| !p.exists()) {
-        return Err(GgufError::MissingShard {
-            path: missing.clone(),
-        });
+    // The count comes from a file name; building its paths first would let
+    // `x-00001-of-99999999.gguf` allocate gigabytes before finding shard 2 missing.
+    if let Some(missing) = name.first_missing(path) {
+        return Err(GgufError::MissingShard { path: missing });
     }
+    let paths = name.all_paths(path);
     let count = u64::from(name.count);
     let mut slots: Vec<Option<Shard>> = (0..name.count).map(|_| None).collect();
     for (i, p) in paths.iter().enumerate() {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::error::{GgufError, Result};
-use crate::value::{Array, Value, ValueType};
+use crate::value::{Array, ArrayData, Value};
 
 /// Metadata in file order, with a name index. Keys are unique: the parser rejects duplicates
 /// because llama.cpp and gguf-py disagree on which copy wins.
@@ -115,28 +115,39 @@ impl Metadata {
     }
 
     pub fn get_str_array(&self, key: &str) -> Result<Vec<&str>> {
-        let a = self.typed_array(key, &[ValueType::String], "[STRING]")?;
-        Ok(a.values.iter().filter_map(Value::as_str).collect())
+        let v = self.require(key)?;
+        match v.as_array().map(Array::data) {
+            Some(ArrayData::String(a)) => Ok(a.iter().map(String::as_str).collect()),
+            _ => Err(wrong(key, "[STRING]", v)),
+        }
     }
 
     /// Accepts FLOAT32 or FLOAT64 elements.
     pub fn get_f32_array(&self, key: &str) -> Result<Vec<f32>> {
-        let a = self.typed_array(key, &[ValueType::F32, ValueType::F64], "[FLOAT32]")?;
-        Ok(a.values
-            .iter()
-            .filter_map(Value::as_f64)
-            .map(|x| x as f32)
-            .collect())
+        let v = self.require(key)?;
+        match v.as_array().map(Array::data) {
+            Some(ArrayData::F32(a)) => Ok(a.clone()),
+            Some(ArrayData::F64(a)) => Ok(a.iter().map(|&x| x as f32).collect()),
+            _ => Err(wrong(key, "[FLOAT32]", v)),
+        }
     }
 
     /// Accepts any integer element type whose values all fit in `i32`.
     pub fn get_i32_array(&self, key: &str) -> Result<Vec<i32>> {
-        use ValueType::*;
-        let a = self.typed_array(key, &[U8, I8, U16, I16, U32, I32, U64, I64], "[INT32]")?;
-        a.values
-            .iter()
-            .map(|v| {
-                let i = v.as_i128().unwrap_or_default();
+        let v = self.require(key)?;
+        let wide: Vec<i128> = match v.as_array().map(Array::data) {
+            Some(ArrayData::U8(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::I8(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::U16(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::I16(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::U32(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::I32(a)) => return Ok(a.clone()),
+            Some(ArrayData::U64(a)) => a.iter().map(|&x| x.into()).collect(),
+            Some(ArrayData::I64(a)) => a.iter().map(|&x| x.into()).collect(),
+            _ => return Err(wrong(key, "[INT32]", v)),
+        };
+        wide.into_iter()
+            .map(|i| {
                 i32::try_from(i).map_err(|_| GgufError::ValueOutOfRange {
                     key: key.to_string(),
                     value: i.to_string(),
@@ -144,19 +155,6 @@ impl Metadata {
                 })
             })
             .collect()
-    }
-
-    fn typed_array(&self, key: &str, ok: &[ValueType], expected: &'static str) -> Result<&Array> {
-        let v = self.require(key)?;
-        match v.as_array() {
-            Some(a)
-                if ok.contains(&a.elem_type)
-                    && a.values.iter().all(|x| ok.contains(&x.value_type())) =>
-            {
-                Ok(a)
-            }
-            _ => Err(wrong(key, expected, v)),
-        }
     }
 
     /// `general.architecture`, the prefix of every model-specific key.

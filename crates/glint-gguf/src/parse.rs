@@ -7,7 +7,7 @@ use crate::cursor::Cursor;
 use crate::error::{GgufError, Result};
 use crate::metadata::Metadata;
 use crate::tensor::{TensorInfo, MAX_DIMS};
-use crate::value::{Array, Value, ValueType};
+use crate::value::{Array, ArrayData, Value, ValueType};
 use crate::GgmlType;
 
 /// Alignment of the data section and of every tensor when `general.alignment` is absent.
@@ -152,11 +152,15 @@ fn read_value(cur: &mut Cursor<'_>, ty: ValueType, key: &str, depth: usize) -> R
             let n = cur.check_count(len, elem_type.min_encoded_size(), len_at, || {
                 format!("array of key '{key}'")
             })?;
-            let mut values = Vec::with_capacity(n);
+            let mut data = ArrayData::with_capacity(elem_type, n);
             for _ in 0..n {
-                values.push(read_value(cur, elem_type, key, depth + 1)?);
+                // read_value returns a value of exactly `elem_type`, so push cannot refuse it.
+                let v = read_value(cur, elem_type, key, depth + 1)?;
+                if data.push(v).is_err() {
+                    unreachable!("read_value returned another type than {elem_type}");
+                }
             }
-            Value::Array(Array { elem_type, values })
+            Value::Array(Array::new(data))
         }
     })
 }

@@ -38,17 +38,27 @@ impl SplitName {
         })
     }
 
+    /// The path of the first shard (in index order) that does not exist, found without
+    /// building all `count` paths: shards are probed one at a time, so a forged count of
+    /// 10^8 costs at most one probe per shard actually present, plus one.
+    pub fn first_missing(&self, path: &Path) -> Option<PathBuf> {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        (1..=self.count)
+            .map(|i| self.shard_path(dir, i))
+            .find(|p| !p.exists())
+    }
+
+    fn shard_path(&self, dir: &Path, i: u32) -> PathBuf {
+        dir.join(format!(
+            "{}-{:05}-of-{:05}.gguf",
+            self.prefix, i, self.count
+        ))
+    }
+
     /// Paths of all shards, next to `path`, in file-name order (1-based names). The reader
     /// orders them by `split.no` afterwards; names only tell it which files to open.
     pub fn all_paths(&self, path: &Path) -> Vec<PathBuf> {
         let dir = path.parent().unwrap_or(Path::new(""));
-        (1..=self.count)
-            .map(|i| {
-                dir.join(format!(
-                    "{}-{:05}-of-{:05}.gguf",
-                    self.prefix, i, self.count
-                ))
-            })
-            .collect()
+        (1..=self.count).map(|i| self.shard_path(dir, i)).collect()
     }
 }

@@ -98,20 +98,175 @@ impl fmt::Display for ValueType {
     }
 }
 
-/// A homogeneous array. `elem_type` is stored even for empty arrays because GGUF records it.
+/// The elements of an array, stored as a vector of their own type: one byte per `UINT8`
+/// rather than a 32-byte [`Value`] each, so a file of large arrays takes about its own size in
+/// memory (a 50 MB array of bytes was 1.6 GB as `Vec<Value>`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArrayData {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    /// Arrays of arrays: each inner array has its own element type.
+    Array(Vec<Array>),
+}
+
+/// Applies `$body` to the vector inside an [`ArrayData`], whatever its element type.
+macro_rules! each_data {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            ArrayData::U8($v) => $body,
+            ArrayData::I8($v) => $body,
+            ArrayData::U16($v) => $body,
+            ArrayData::I16($v) => $body,
+            ArrayData::U32($v) => $body,
+            ArrayData::I32($v) => $body,
+            ArrayData::U64($v) => $body,
+            ArrayData::I64($v) => $body,
+            ArrayData::F32($v) => $body,
+            ArrayData::F64($v) => $body,
+            ArrayData::Bool($v) => $body,
+            ArrayData::String($v) => $body,
+            ArrayData::Array($v) => $body,
+        }
+    };
+}
+
+impl ArrayData {
+    /// An empty vector for elements of type `t`, with room for `n`.
+    pub fn with_capacity(t: ValueType, n: usize) -> ArrayData {
+        match t {
+            ValueType::U8 => ArrayData::U8(Vec::with_capacity(n)),
+            ValueType::I8 => ArrayData::I8(Vec::with_capacity(n)),
+            ValueType::U16 => ArrayData::U16(Vec::with_capacity(n)),
+            ValueType::I16 => ArrayData::I16(Vec::with_capacity(n)),
+            ValueType::U32 => ArrayData::U32(Vec::with_capacity(n)),
+            ValueType::I32 => ArrayData::I32(Vec::with_capacity(n)),
+            ValueType::U64 => ArrayData::U64(Vec::with_capacity(n)),
+            ValueType::I64 => ArrayData::I64(Vec::with_capacity(n)),
+            ValueType::F32 => ArrayData::F32(Vec::with_capacity(n)),
+            ValueType::F64 => ArrayData::F64(Vec::with_capacity(n)),
+            ValueType::Bool => ArrayData::Bool(Vec::with_capacity(n)),
+            ValueType::String => ArrayData::String(Vec::with_capacity(n)),
+            ValueType::Array => ArrayData::Array(Vec::with_capacity(n)),
+        }
+    }
+
+    /// Appends `v`, or hands it back if its type is not the element type.
+    pub fn push(&mut self, v: Value) -> std::result::Result<(), Value> {
+        match (self, v) {
+            (ArrayData::U8(a), Value::U8(x)) => a.push(x),
+            (ArrayData::I8(a), Value::I8(x)) => a.push(x),
+            (ArrayData::U16(a), Value::U16(x)) => a.push(x),
+            (ArrayData::I16(a), Value::I16(x)) => a.push(x),
+            (ArrayData::U32(a), Value::U32(x)) => a.push(x),
+            (ArrayData::I32(a), Value::I32(x)) => a.push(x),
+            (ArrayData::U64(a), Value::U64(x)) => a.push(x),
+            (ArrayData::I64(a), Value::I64(x)) => a.push(x),
+            (ArrayData::F32(a), Value::F32(x)) => a.push(x),
+            (ArrayData::F64(a), Value::F64(x)) => a.push(x),
+            (ArrayData::Bool(a), Value::Bool(x)) => a.push(x),
+            (ArrayData::String(a), Value::String(x)) => a.push(x),
+            (ArrayData::Array(a), Value::Array(x)) => a.push(x),
+            (_, v) => return Err(v),
+        }
+        Ok(())
+    }
+}
+
+/// A homogeneous array. The element type is kept even for empty arrays because GGUF records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
-    pub elem_type: ValueType,
-    pub values: Vec<Value>,
+    data: ArrayData,
 }
 
 impl Array {
+    pub fn new(data: ArrayData) -> Array {
+        Array { data }
+    }
+
+    /// An array of `elem_type` from loose values; `None` if any value has another type.
+    pub fn from_values(elem_type: ValueType, values: Vec<Value>) -> Option<Array> {
+        let mut data = ArrayData::with_capacity(elem_type, values.len());
+        for v in values {
+            data.push(v).ok()?;
+        }
+        Some(Array { data })
+    }
+
+    pub fn elem_type(&self) -> ValueType {
+        use ValueType as T;
+        match &self.data {
+            ArrayData::U8(_) => T::U8,
+            ArrayData::I8(_) => T::I8,
+            ArrayData::U16(_) => T::U16,
+            ArrayData::I16(_) => T::I16,
+            ArrayData::U32(_) => T::U32,
+            ArrayData::I32(_) => T::I32,
+            ArrayData::U64(_) => T::U64,
+            ArrayData::I64(_) => T::I64,
+            ArrayData::F32(_) => T::F32,
+            ArrayData::F64(_) => T::F64,
+            ArrayData::Bool(_) => T::Bool,
+            ArrayData::String(_) => T::String,
+            ArrayData::Array(_) => T::Array,
+        }
+    }
+
+    /// The elements, typed.
+    pub fn data(&self) -> &ArrayData {
+        &self.data
+    }
+
+    pub fn len(&self) -> usize {
+        each_data!(&self.data, v => v.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as a [`Value`] (strings and inner arrays are cloned).
+    pub fn get(&self, i: usize) -> Option<Value> {
+        Some(match &self.data {
+            ArrayData::U8(a) => Value::U8(*a.get(i)?),
+            ArrayData::I8(a) => Value::I8(*a.get(i)?),
+            ArrayData::U16(a) => Value::U16(*a.get(i)?),
+            ArrayData::I16(a) => Value::I16(*a.get(i)?),
+            ArrayData::U32(a) => Value::U32(*a.get(i)?),
+            ArrayData::I32(a) => Value::I32(*a.get(i)?),
+            ArrayData::U64(a) => Value::U64(*a.get(i)?),
+            ArrayData::I64(a) => Value::I64(*a.get(i)?),
+            ArrayData::F32(a) => Value::F32(*a.get(i)?),
+            ArrayData::F64(a) => Value::F64(*a.get(i)?),
+            ArrayData::Bool(a) => Value::Bool(*a.get(i)?),
+            ArrayData::String(a) => Value::String(a.get(i)?.clone()),
+            ArrayData::Array(a) => Value::Array(a.get(i)?.clone()),
+        })
+    }
+
+    /// The elements as [`Value`]s, one at a time (for generic code; typed code matches
+    /// [`Array::data`] and avoids the clones).
+    pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
     /// Type description such as `[STRING]` or `[[INT32]]`, following `gguf_dump`'s notation.
     pub fn type_name(&self) -> String {
-        match (self.elem_type, self.values.first()) {
-            (ValueType::Array, Some(inner)) => format!("[{}]", inner.type_name()),
-            (ValueType::Array, None) => "[ARRAY]".to_string(),
-            (t, _) => format!("[{}]", t.name()),
+        match &self.data {
+            ArrayData::Array(a) => match a.first() {
+                Some(inner) => format!("[{}]", inner.type_name()),
+                None => "[ARRAY]".to_string(),
+            },
+            _ => format!("[{}]", self.elem_type().name()),
         }
     }
 }
@@ -252,7 +407,7 @@ impl fmt::Display for Value {
             Value::String(s) => write!(f, "{s:?}"),
             Value::Array(a) => {
                 f.write_str("[")?;
-                for (i, v) in a.values.iter().enumerate() {
+                for (i, v) in a.iter().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;
                     }

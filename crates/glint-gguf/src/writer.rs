@@ -2,14 +2,14 @@
 //! models can be written without holding them in memory or seeking.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{GgufError, Result};
 use crate::parse::{tensor_bytes, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_ARRAY_DEPTH};
+use crate::safe_output::SafeOutput;
 use crate::tensor::MAX_DIMS;
-use crate::value::Value;
+use crate::value::{Array, ArrayData, Value};
 use crate::GgmlType;
 
 /// Version written by [`GgufWriter`].
@@ -138,19 +138,19 @@ pub fn write_gguf(
     tensors: &[(TensorSpec, &[u8])],
 ) -> Result<()> {
     let specs: Vec<TensorSpec> = tensors.iter().map(|(s, _)| s.clone()).collect();
-    let run = || -> Result<()> {
-        let file = BufWriter::new(File::create(path)?);
-        let mut w = GgufWriter::new(file, metadata, &specs)?;
+    // Safe even when `path` is a file the caller has mapped: the bytes go to a temporary
+    // that replaces `path` only once complete.
+    let mut out = SafeOutput::create(path, &[])?;
+    let run = |out: &mut SafeOutput| -> Result<()> {
+        let mut w = GgufWriter::new(BufWriter::new(out.file()), metadata, &specs)?;
         for (spec, data) in tensors {
             w.write_tensor(&spec.name, data)?;
         }
-        w.finish()?
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()?;
+        w.finish()?.into_inner().map_err(|e| e.into_error())?;
         Ok(())
     };
-    run().map_err(|e| e.in_file(path))
+    run(&mut out).map_err(|e| e.in_file(path))?;
+    Ok(out.commit()?)
 }
 
 /// Rejects metadata a reader would refuse (duplicate keys, mixed arrays, bad alignment) and
@@ -185,24 +185,24 @@ fn check_metadata(metadata: &[(String, Value)]) -> Result<u64> {
 }
 
 fn check_array(key: &str, value: &Value, depth: usize) -> Result<()> {
-    let Value::Array(a) = value else {
-        return Ok(());
-    };
+    match value {
+        Value::Array(a) => check_nesting(key, a, depth),
+        _ => Ok(()),
+    }
+}
+
+fn check_nesting(key: &str, a: &Array, depth: usize) -> Result<()> {
     if depth >= MAX_ARRAY_DEPTH {
         return Err(GgufError::NestingTooDeep {
             key: key.to_string(),
             max_depth: MAX_ARRAY_DEPTH,
         });
     }
-    for v in &a.values {
-        if v.value_type() != a.elem_type {
-            return Err(GgufError::ArrayTypeMismatch {
-                key: key.to_string(),
-                expected: a.elem_type.name().to_string(),
-                found: v.type_name(),
-            });
+    // Element types are uniform by construction ([`ArrayData`]); only nesting can be wrong.
+    if let ArrayData::Array(inner) = a.data() {
+        for v in inner {
+            check_nesting(key, v, depth + 1)?;
         }
-        check_array(key, v, depth + 1)?;
     }
     Ok(())
 }
@@ -226,11 +226,47 @@ fn put_value(buf: &mut Vec<u8>, value: &Value) {
         Value::F64(v) => buf.extend_from_slice(&v.to_le_bytes()),
         Value::Bool(v) => buf.push(u8::from(*v)),
         Value::String(s) => put_str(buf, s),
-        Value::Array(a) => {
-            buf.extend_from_slice(&a.elem_type.id().to_le_bytes());
-            buf.extend_from_slice(&(a.values.len() as u64).to_le_bytes());
-            for v in &a.values {
-                put_value(buf, v);
+        Value::Array(a) => put_array(buf, a),
+    }
+}
+
+fn put_array(buf: &mut Vec<u8>, a: &Array) {
+    {
+        {
+            buf.extend_from_slice(&a.elem_type().id().to_le_bytes());
+            buf.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            match a.data() {
+                ArrayData::U8(v) => buf.extend_from_slice(v),
+                ArrayData::I8(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::U16(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::I16(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::U32(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::I32(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::U64(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::I64(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::F32(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::F64(v) => v
+                    .iter()
+                    .for_each(|x| buf.extend_from_slice(&x.to_le_bytes())),
+                ArrayData::Bool(v) => v.iter().for_each(|&x| buf.push(u8::from(x))),
+                ArrayData::String(v) => v.iter().for_each(|x| put_str(buf, x)),
+                ArrayData::Array(v) => v.iter().for_each(|x| put_array(buf, x)),
             }
         }
     }

@@ -62,14 +62,11 @@ fn one_gib_sparse_file_opens_without_reading_data() {
 
 #[test]
 fn glm5_sized_header() {
-    use glint_gguf::{write_gguf, Array, ValueType};
+    use glint_gguf::{write_gguf, Array, ArrayData};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // GLM-5's tokenizer: 154,880 tokens and ~321k merges; ~1,800 tensor infos.
     let strings = |n: usize, f: fn(usize) -> String| {
-        Value::Array(Array {
-            elem_type: ValueType::String,
-            values: (0..n).map(|i| Value::String(f(i))).collect(),
-        })
+        Value::Array(Array::new(ArrayData::String((0..n).map(f).collect())))
     };
     let md = vec![
         ("general.architecture".to_string(), Value::from("glm-dsa")),

@@ -173,7 +173,7 @@ fn typed_accessors_on_gguf_py_metadata() {
     ));
     let f = md.get_f32_array("test.arr.f32").unwrap();
     assert_eq!(&f[..3], &[0.1, -2.5, 1e-45]);
-    assert_eq!(md.get_array("test.arr.nested_i32").unwrap().values.len(), 3);
+    assert_eq!(md.get_array("test.arr.nested_i32").unwrap().len(), 3);
     match md.get_u32("test.string") {
         Err(GgufError::WrongType {
             key,

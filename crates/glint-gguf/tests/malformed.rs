@@ -427,7 +427,7 @@ fn unusual_but_valid_files() {
         .bytes(&1.5f32.to_le_bytes())
         .zeros(28);
     let h = Gguf::parse_bytes(&r.0).unwrap();
-    assert_eq!(h.metadata.get_array("empty").unwrap().values.len(), 0);
+    assert_eq!(h.metadata.get_array("empty").unwrap().len(), 0);
     assert_eq!(
         (
             h.tensors[0].n_elements(),

@@ -19,7 +19,19 @@ pub enum ChatError {
     Render(String),
     #[error("chat template context must be a JSON object, found {0}")]
     BadContext(String),
+    #[error(
+        "chat template ran past its step budget of {fuel} instructions (a loop that does not end?)"
+    )]
+    OutOfFuel { fuel: u64 },
+    #[error("chat template output exceeds the limit of {limit} bytes")]
+    TooLong { limit: usize },
 }
+
+/// Instructions a render may execute. Real templates need a few thousand per message; the
+/// budget stops a template with runaway loops (it comes from the file) in well under a second.
+pub const DEFAULT_FUEL: u64 = 20_000_000;
+/// Bytes a render may produce: far above any prompt a context can hold, far below memory.
+pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +52,8 @@ impl ChatMessage {
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    fuel: u64,
+    max_output: usize,
     bos_token: Option<String>,
     eos_token: Option<String>,
 }
@@ -68,6 +82,7 @@ impl ChatTemplate {
                 .build()
                 .map_err(|e| ChatError::Compile(format!("{e:#}")))?,
         );
+        env.set_fuel(Some(DEFAULT_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
@@ -76,9 +91,19 @@ impl ChatTemplate {
             .map_err(|e| ChatError::Compile(format!("{e:#}")))?;
         Ok(Self {
             env,
+            fuel: DEFAULT_FUEL,
+            max_output: DEFAULT_MAX_OUTPUT,
             bos_token,
             eos_token,
         })
+    }
+
+    /// Replaces the step budget and the output limit ([`DEFAULT_FUEL`], [`DEFAULT_MAX_OUTPUT`]).
+    pub fn with_limits(mut self, fuel: u64, max_output: usize) -> Self {
+        self.fuel = fuel;
+        self.max_output = max_output;
+        self.env.set_fuel(Some(fuel));
+        self
     }
 
     /// Renders `messages`; `add_generation_prompt` appends the assistant header so the model
@@ -119,8 +144,47 @@ impl ChatTemplate {
             .env
             .get_template(NAME)
             .map_err(|e| ChatError::Render(format!("{e:#}")))?;
-        tmpl.render(Value::from(minijinja::value::Serde(full)))
-            .map_err(|e| ChatError::Render(format!("{e:#}")))
+        let mut out = LimitedWriter {
+            buf: Vec::new(),
+            limit: self.max_output,
+            exceeded: false,
+        };
+        let rendered =
+            tmpl.render_captured_to(Value::from(minijinja::value::Serde(full)), &mut out);
+        if out.exceeded {
+            return Err(ChatError::TooLong {
+                limit: self.max_output,
+            });
+        }
+        match rendered {
+            Ok(_) => String::from_utf8(out.buf).map_err(|e| ChatError::Render(e.to_string())),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => {
+                Err(ChatError::OutOfFuel { fuel: self.fuel })
+            }
+            Err(e) => Err(ChatError::Render(format!("{e:#}"))),
+        }
+    }
+}
+
+/// Collects the rendered text and fails the render once it passes `limit` bytes, so a template
+/// that prints without end stops at the limit instead of exhausting memory.
+struct LimitedWriter {
+    buf: Vec<u8>,
+    limit: usize,
+    exceeded: bool,
+}
+
+impl std::io::Write for LimitedWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > self.limit {
+            self.exceeded = true;
+            return Err(std::io::Error::other("chat template output limit"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

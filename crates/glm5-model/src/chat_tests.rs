@@ -124,3 +124,27 @@ fn reports_compile_errors() {
         Err(ChatError::BadContext(_))
     ));
 }
+
+#[test]
+fn runaway_templates_stop_with_their_limit() {
+    let looping =
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+    let t = ChatTemplate::new(looping, None, None)
+        .unwrap()
+        .with_limits(10_000, 1 << 20);
+    assert!(matches!(
+        t.render(&[], false),
+        Err(ChatError::OutOfFuel { fuel: 10_000 })
+    ));
+    let printing = "{% for a in range(100000) %}0123456789{% endfor %}";
+    let t = ChatTemplate::new(printing, None, None)
+        .unwrap()
+        .with_limits(u64::MAX, 1000);
+    assert!(matches!(
+        t.render(&[], false),
+        Err(ChatError::TooLong { limit: 1000 })
+    ));
+    // Under the limits the same template renders in full: 100000 × 10 bytes.
+    let t = ChatTemplate::new(printing, None, None).unwrap();
+    assert_eq!(t.render(&[], false).unwrap().len(), 1_000_000);
+}

@@ -187,6 +187,21 @@ impl Config {
                 format!("{n_expert_used} > expert_count {n_expert}"),
             ));
         }
+        // Group-limited routing keeps only the experts of the best `n_group_used` groups; asking
+        // for more experts than those hold would pick masked (-inf) experts.
+        if n_expert > 0 {
+            let reachable = n_expert / n_group * n_group_used;
+            if n_expert_used > reachable {
+                return Err(cfg_err(
+                    &k.key("expert_used_count"),
+                    format!(
+                        "{n_expert_used} is outside the allowed range 1..={reachable}: {n_group_used} \
+                         of {n_group} groups of {} experts are routed to",
+                        n_expert / n_group
+                    ),
+                ));
+            }
+        }
         let weights_norm = match md.get(&k.key("expert_weights_norm")) {
             Some(Value::Bool(b)) => *b,
             Some(_) => md.get_bool(&k.key("expert_weights_norm"))?,
@@ -234,12 +249,12 @@ impl Config {
         let types_key = k.key("attention.indexer.types");
         if indexer.is_some() && md.get(&types_key).is_some() {
             let arr = md.get_array(&types_key)?;
-            let all_full = arr.values.iter().all(|v| match v {
-                Value::Bool(b) => *b,
-                Value::U8(x) => *x != 0,
-                Value::I8(x) => *x != 0,
-                Value::U32(x) => *x != 0,
-                Value::I32(x) => *x != 0,
+            let all_full = arr.iter().all(|v| match v {
+                Value::Bool(b) => b,
+                Value::U8(x) => x != 0,
+                Value::I8(x) => x != 0,
+                Value::U32(x) => x != 0,
+                Value::I32(x) => x != 0,
                 _ => false,
             });
             if !all_full {
@@ -257,16 +272,30 @@ impl Config {
                 ));
             }
         }
+        let embd_rows = gguf
+            .tensor("token_embd.weight")
+            .and_then(|t| t.dims.get(1).copied());
+        // Checked at load, not when generation first samples an id without text.
+        if let (Some(Value::Array(a)), Some(rows)) = (md.get("tokenizer.ggml.tokens"), embd_rows) {
+            if (a.len() as u64) < rows {
+                return Err(cfg_err(
+                    "tokenizer.ggml.tokens",
+                    format!(
+                        "{} tokens, fewer than the {rows} rows of token_embd.weight; ids {}..{rows} \
+                         would have no text",
+                        a.len(),
+                        a.len()
+                    ),
+                ));
+            }
+        }
         let n_vocab = match k.opt("vocab_size")? {
             Some(v) => v,
             None => match md.get("tokenizer.ggml.tokens") {
-                Some(Value::Array(a)) => a.values.len(),
-                _ => gguf
-                    .tensor("token_embd.weight")
-                    .and_then(|t| t.dims.get(1).copied())
-                    .ok_or_else(|| ModelError::MissingTensor {
-                        name: "token_embd.weight".into(),
-                    })? as usize,
+                Some(Value::Array(a)) => a.len(),
+                _ => embd_rows.ok_or_else(|| ModelError::MissingTensor {
+                    name: "token_embd.weight".into(),
+                })? as usize,
             },
         };
         let cfg = Config {
@@ -364,6 +393,7 @@ impl Config {
                 ));
             }
         }
+        self.check_floats(a)?;
         if !self.rope_dim.is_multiple_of(2) {
             return Err(cfg_err(
                 &format!("{a}.rope.dimension_count"),
@@ -371,6 +401,95 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Every float read from the file, against the range in which it means something: a NaN
+    /// or negative epsilon, a zero rope base or a NaN expert scale would otherwise run and
+    /// print NaN (or silently wrong text) with exit 0.
+    fn check_floats(&self, a: &str) -> Result<()> {
+        type Check = fn(f32) -> bool;
+        let pos: Check = |v| v.is_finite() && v > 0.0;
+        let eps: Check = |v| v.is_finite() && v > 0.0 && v < 1.0;
+        let fin: Check = |v| v.is_finite();
+        let at_least_1: Check = |v| v.is_finite() && v >= 1.0;
+        let mut checks: Vec<(&str, f32, Check, &str)> = vec![
+            (
+                "attention.layer_norm_rms_epsilon",
+                self.rms_eps,
+                eps,
+                "(0, 1)",
+            ),
+            (
+                "rope.freq_base",
+                self.rope_theta,
+                pos,
+                "a finite number above 0",
+            ),
+            (
+                "expert_weights_scale",
+                self.weights_scale,
+                pos,
+                "a finite number above 0",
+            ),
+        ];
+        if let Some(ix) = &self.indexer {
+            checks.push(("attention.layer_norm_epsilon", ix.eps, eps, "(0, 1)"));
+        }
+        if let Some(y) = &self.yarn {
+            checks.push((
+                "rope.scaling.factor",
+                y.factor,
+                at_least_1,
+                "a finite number >= 1",
+            ));
+            checks.push((
+                "rope.scaling.original_context_length",
+                y.original_ctx,
+                pos,
+                "above 0",
+            ));
+            checks.push((
+                "rope.scaling.yarn_beta_fast",
+                y.beta_fast,
+                fin,
+                "a finite number",
+            ));
+            checks.push((
+                "rope.scaling.yarn_beta_slow",
+                y.beta_slow,
+                fin,
+                "a finite number",
+            ));
+        }
+        for (key, v, ok, allowed) in checks {
+            if !ok(v) {
+                return Err(cfg_err(
+                    &format!("{a}.{key}"),
+                    format!("{v} is outside the allowed range: {allowed}"),
+                ));
+            }
+        }
+        if !(self.attn_scale.is_finite() && self.attn_scale > 0.0) {
+            return Err(cfg_err(
+                &format!("{a}.rope.scaling.yarn_log_multiplier"),
+                format!(
+                    "gives the attention scale {}; it must be a finite number above 0",
+                    self.attn_scale
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of the KV cache (latent rows plus indexer keys, f32) for `ctx` tokens, or `None`
+    /// if that does not fit in a `u64`: the caller compares it with the memory it has before
+    /// allocating, so an oversized context is an error naming its size, not an allocator abort.
+    pub fn kv_cache_bytes(&self, ctx: usize) -> Option<u64> {
+        let row = self.kv_lora + self.rope_dim + self.indexer.as_ref().map_or(0, |ix| ix.head_dim);
+        (ctx as u64)
+            .checked_mul(row as u64)?
+            .checked_mul(self.n_layer as u64)?
+            .checked_mul(4)
     }
 
     /// Whether layer `l` has a MoE block (otherwise the dense MLP).

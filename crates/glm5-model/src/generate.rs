@@ -128,6 +128,7 @@ pub fn generate<M: LogitsSource>(
             ctx_len,
         });
     }
+    params.sampler.validate()?;
     let model_err = |e: M::Error| GenerateError::Model(Box::new(e));
     let mut sampler = Sampler::new(params.sampler.clone());
     for &t in prompt {

@@ -49,10 +49,63 @@ impl SamplerConfig {
     }
 }
 
+impl SamplerConfig {
+    /// Checks every setting once, before any token is drawn: a NaN temperature or top-p would
+    /// otherwise silently change the meaning of a stage (every comparison with NaN is false),
+    /// and a zero penalty divides logits by zero. The error names the setting (as llama.cpp's
+    /// flag spells it), the value and the allowed range.
+    pub fn validate(&self) -> Result<(), SampleError> {
+        let check = |name: &'static str, value: f32, ok: bool, allowed: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(SampleError::BadSetting {
+                    name,
+                    value,
+                    allowed,
+                })
+            }
+        };
+        let t = self.temperature;
+        check("temp", t, t.is_finite(), "a finite number (<= 0 is greedy)")?;
+        let p = self.top_p;
+        check("top-p", p, (0.0..=1.0).contains(&p), "0 to 1 (1 = off)")?;
+        let m = self.min_p;
+        check("min-p", m, (0.0..=1.0).contains(&m), "0 to 1 (0 = off)")?;
+        let r = self.repeat_penalty;
+        check(
+            "repeat-penalty",
+            r,
+            r.is_finite() && r > 0.0,
+            "a finite number above 0 (1 = off)",
+        )
+    }
+}
+
+/// The first non-finite logit of a row (index, value): a NaN or infinity the forward pass
+/// produced, which must be reported rather than sampled from.
+pub fn first_non_finite(logits: &[f32]) -> Option<(usize, f32)> {
+    logits
+        .iter()
+        .position(|l| !l.is_finite())
+        .map(|i| (i, logits[i]))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
     #[error("cannot sample from an empty logits row")]
     EmptyLogits,
+    #[error(
+        "the model produced a non-finite logit ({value} for token {token}); the weights or the \
+         metadata are broken"
+    )]
+    NonFiniteLogit { token: usize, value: f32 },
+    #[error("--{name} {value}: must be {allowed}")]
+    BadSetting {
+        name: &'static str,
+        value: f32,
+        allowed: &'static str,
+    },
 }
 
 /// A token still in the running, with its (possibly penalised) logit.
@@ -101,16 +154,20 @@ impl Sampler {
     /// Picks the next token from one row of logits. Does not call [`Sampler::accept`]: the
     /// caller decides what enters the history (llama.cpp accepts after sampling).
     ///
-    /// NaN logits are treated as `-inf` so a broken row cannot poison the draw.
+    /// A NaN or infinite logit is an error ([`SampleError::NonFiniteLogit`]): it means the
+    /// forward pass broke, and any token drawn from such a row would be confident nonsense.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SampleError> {
         if logits.is_empty() {
             return Err(SampleError::EmptyLogits);
         }
+        if let Some((token, value)) = first_non_finite(logits) {
+            return Err(SampleError::NonFiniteLogit { token, value });
+        }
         let mut cands = std::mem::take(&mut self.scratch);
         cands.clear();
-        cands.extend(logits.iter().enumerate().map(|(i, &l)| Candidate {
+        cands.extend(logits.iter().enumerate().map(|(i, &logit)| Candidate {
             id: i as u32,
-            logit: if l.is_nan() { f32::NEG_INFINITY } else { l },
+            logit,
         }));
         if self.cfg.repeat_penalty != 1.0 {
             let recent: Vec<u32> = self.recent.iter().copied().collect();

@@ -200,3 +200,84 @@ fn draws_follow_the_truncated_distribution() {
     // 4.5 standard deviations of a binomial(20000, 0.625) proportion is about 0.0154.
     assert!((f0 - 0.625).abs() < 0.016, "f0 = {f0}");
 }
+
+#[test]
+fn non_finite_logits_are_an_error_never_a_token() {
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        for cfg in [SamplerConfig::greedy(), SamplerConfig::default()] {
+            let mut s = Sampler::new(cfg);
+            match s.sample(&[0.5, 2.0, bad, 1.0]) {
+                Err(SampleError::NonFiniteLogit { token: 2, value }) => {
+                    assert_eq!(value.to_bits(), bad.to_bits())
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(first_non_finite(&[1.0, 2.0]), None);
+}
+
+#[test]
+fn settings_outside_their_range_are_named() {
+    let bad = [
+        (
+            "temp",
+            SamplerConfig {
+                temperature: f32::NAN,
+                ..SamplerConfig::default()
+            },
+        ),
+        (
+            "top-p",
+            SamplerConfig {
+                top_p: f32::NAN,
+                ..SamplerConfig::default()
+            },
+        ),
+        (
+            "top-p",
+            SamplerConfig {
+                top_p: 1.5,
+                ..SamplerConfig::default()
+            },
+        ),
+        (
+            "min-p",
+            SamplerConfig {
+                min_p: -0.1,
+                ..SamplerConfig::default()
+            },
+        ),
+        (
+            "repeat-penalty",
+            SamplerConfig {
+                repeat_penalty: 0.0,
+                ..SamplerConfig::default()
+            },
+        ),
+        (
+            "repeat-penalty",
+            SamplerConfig {
+                repeat_penalty: f32::INFINITY,
+                ..SamplerConfig::default()
+            },
+        ),
+    ];
+    for (name, cfg) in bad {
+        match cfg.validate() {
+            Err(e @ SampleError::BadSetting { name: n, .. }) => {
+                assert_eq!(n, name);
+                assert!(e.to_string().starts_with(&format!("--{name} ")), "{e}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // Negative temperature is greedy, not an error; the defaults and greedy are valid.
+    let neg = SamplerConfig {
+        temperature: -1.0,
+        ..SamplerConfig::default()
+    };
+    assert!(neg.validate().is_ok());
+    assert!(SamplerConfig::default().validate().is_ok());
+    assert!(SamplerConfig::greedy().validate().is_ok());
+}

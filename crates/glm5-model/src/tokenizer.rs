@@ -33,7 +33,7 @@ pub enum TokenizerError {
     Metadata(#[from] glint_gguf::GgufError),
     #[error("unsupported tokenizer model `{0}` (tokenizer.ggml.model); only byte-level BPE `gpt2` is supported")]
     UnsupportedModel(String),
-    #[error("unsupported pre-tokenizer `{0}` (tokenizer.ggml.pre); supported: glm4, chatglm-bpe, llama-bpe, llama3, deepseek-v3")]
+    #[error("unsupported pre-tokenizer `{0}` (tokenizer.ggml.pre); supported: glm4, chatglm-bpe, llama-bpe, llama3, deepseek-v3, default")]
     UnsupportedPre(String),
     #[error("tokenizer.ggml.merges entry {index} `{merge}` has no space separating the pair")]
     BadMerge { index: usize, merge: String },
@@ -51,6 +51,13 @@ pub enum TokenizerError {
     UnknownId { id: u32, n_vocab: usize },
     #[error("tokenizers library: {0}")]
     Library(String),
+    #[error("tokenizer.ggml.tokens is empty: the file has no vocabulary")]
+    EmptyVocabulary,
+    #[error(
+        "cannot encode {ch:?} (U+{code:04X}) at byte {offset} of the text: the vocabulary has no \
+         token or byte token for it"
+    )]
+    Unencodable { ch: char, code: u32, offset: usize },
 }
 
 pub type Result<T> = std::result::Result<T, TokenizerError>;
@@ -92,7 +99,14 @@ impl TokenizerSpec {
         let model = md.get_str("tokenizer.ggml.model")?.to_string();
         let pre = match md.get("tokenizer.ggml.pre") {
             Some(_) => md.get_str("tokenizer.ggml.pre")?.to_string(),
-            None => "default".to_string(),
+            None => {
+                // llama.cpp does the same (and warns the same way): old converters omitted it.
+                tracing::warn!(
+                    "tokenizer.ggml.pre is missing: using llama.cpp's 'default' pre-tokenizer; \
+                     text may split differently from the model's original tokenizer"
+                );
+                "default".to_string()
+            }
         };
         let tokens: Vec<String> = md
             .get_str_array("tokenizer.ggml.tokens")?
@@ -151,6 +165,17 @@ fn pre_tokenizer_regexes(pre: &str) -> Result<(Vec<&'static str>, bool)> {
         "glm4" | "chatglm-bpe" => Ok((vec![GLM4], false)),
         "llama-bpe" | "llama3" | "llama-v3" => Ok((vec![LLAMA3], true)),
         "deepseek-v3" => Ok((DS3.to_vec(), false)),
+        // llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT, used when the key is missing: a punctuation
+        // run, GPT-2's word rule, digit runs, then digit triples, applied in sequence.
+        "default" => Ok((
+            vec![
+                r"[\p{P}\$\+<=>\^~\|]+",
+                r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                r"\p{N}+",
+                r"[0-9][0-9][0-9]",
+            ],
+            false,
+        )),
         other => Err(TokenizerError::UnsupportedPre(other.to_string())),
     }
 }
@@ -230,6 +255,9 @@ impl Tokenizer {
             _ => spec.add_bos.unwrap_or(false),
         } && spec.bos.is_some();
         let n = spec.tokens.len();
+        if n == 0 {
+            return Err(TokenizerError::EmptyVocabulary);
+        }
         let token_types = if spec.token_types.is_empty() {
             vec![token_type::NORMAL; n]
         } else if spec.token_types.len() != n {
@@ -348,9 +376,44 @@ impl Tokenizer {
     /// Token ids of `text`. Control and user-defined tokens written in the text (e.g.
     /// `<|user|>`) become their single ids, as in `transformers` and llama.cpp with
     /// `parse_special`; no BOS is added (GLM's chat template writes `[gMASK]<sop>` itself).
+    ///
+    /// A character the vocabulary cannot spell (no token and no byte token for one of its
+    /// bytes) is an error naming it: the BPE model would otherwise drop it silently.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let enc = self.inner.encode_fast(text, false).map_err(lib_err)?;
-        Ok(enc.get_ids().to_vec())
+        let ids = enc.get_ids().to_vec();
+        self.check_round_trip(text, &ids)?;
+        Ok(ids)
+    }
+
+    /// The tokens' bytes must spell `text` exactly; the first place they do not is a character
+    /// that was dropped.
+    fn check_round_trip(&self, text: &str, ids: &[u32]) -> Result<()> {
+        let want = text.as_bytes();
+        let mut got = Vec::with_capacity(want.len());
+        for &id in ids {
+            got.extend_from_slice(self.token_bytes(id)?);
+        }
+        if got == want {
+            return Ok(());
+        }
+        // The first differing byte is where a character went missing (the tokens after it
+        // spell what follows it); back up to the start of that character.
+        let at = got
+            .iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(want.len()));
+        let offset = (0..=at)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        let ch = text[offset..].chars().next().unwrap_or('\u{FFFD}');
+        Err(TokenizerError::Unencodable {
+            ch,
+            code: ch as u32,
+            offset,
+        })
     }
 
     /// Text of `ids`, with control tokens spelled out (`special`, llama.cpp's

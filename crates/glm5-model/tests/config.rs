@@ -172,10 +172,7 @@ fn glm_dsa(types: Option<Vec<bool>>) -> Vec<(String, Value)> {
     if let Some(t) = types {
         m.push((
             "glm-dsa.attention.indexer.types".into(),
-            Value::Array(glint_gguf::Array {
-                elem_type: glint_gguf::ValueType::Bool,
-                values: t.into_iter().map(Value::Bool).collect(),
-            }),
+            Value::Array(glint_gguf::Array::new(glint_gguf::ArrayData::Bool(t))),
         ));
     }
     m

@@ -3,11 +3,10 @@
 //! The numpy shape is the GGUF `ne` list reversed (slowest dimension first), which is how gguf-py
 //! reports tensor shapes, so the file compares directly with gguf-py's dequantization.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use glint_gguf::Gguf;
+use glint_gguf::{write_error, Gguf, SafeOutput};
 
 use crate::npy;
 
@@ -33,17 +32,21 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     let row_bytes = glint_quant::quantized_len(info.ty, row_len)?;
     let rows_per_chunk = (CHUNK_ELEMS / row_len.max(1)).max(1);
 
-    let mut w = BufWriter::new(File::create(&args.output)?);
-    npy::write_f32_header(&mut w, &shape)?;
+    let mut out = SafeOutput::create(&args.output, &super::input_paths(&gguf, &args.file))?;
+    let werr = |e| write_error(&args.output, e);
+    let mut w = BufWriter::new(out.file());
+    npy::write_f32_header(&mut w, &shape).map_err(werr)?;
     let mut scratch = Vec::new();
     if row_bytes > 0 {
         for chunk in bytes.chunks(rows_per_chunk * row_bytes) {
             scratch.resize(chunk.len() / row_bytes * row_len, 0.0);
             glint_quant::dequantize(info.ty, chunk, &mut scratch)?;
-            npy::write_f32_data(&mut w, &scratch)?;
+            npy::write_f32_data(&mut w, &scratch).map_err(werr)?;
         }
     }
-    w.flush()?;
+    w.flush().map_err(werr)?;
+    drop(w);
+    out.commit()?;
     tracing::info!(tensor = %info.name, ty = %info.ty, ?shape, "dequantized");
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use glint_gguf::Gguf;
 use glm5_model::chat::ChatTemplate;
 use glm5_model::generate::{generate, GenerateError, GenerateParams};
-use glm5_model::sampler::SamplerConfig;
+use glm5_model::sampler::{SampleError, SamplerConfig};
 use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{Config, CpuBackend, Glm5};
 
@@ -20,20 +20,20 @@ pub struct Args {
     /// Most tokens to generate.
     #[arg(short = 'n', long, default_value_t = 128)]
     pub n_predict: usize,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.8)]
+    /// Sampling temperature; 0 (or below) is greedy.
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true, value_parser = super::values::finite)]
     pub temp: f32,
     /// Keep the k most likely tokens (0 = off).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
-    /// Nucleus mass (1 = off).
-    #[arg(long, default_value_t = 0.95)]
+    /// Nucleus mass, 0 to 1 (1 = off).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true, value_parser = super::values::unit_interval)]
     pub top_p: f32,
-    /// Drop tokens below this fraction of the top probability (0 = off).
-    #[arg(long, default_value_t = 0.05)]
+    /// Drop tokens below this fraction of the top probability, 0 to 1 (0 = off).
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true, value_parser = super::values::unit_interval)]
     pub min_p: f32,
-    /// Penalty for tokens in the last --repeat-last-n tokens (1 = off).
-    #[arg(long, default_value_t = 1.0)]
+    /// Penalty above 0 for tokens in the last --repeat-last-n tokens (1 = off).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = super::values::positive)]
     pub repeat_penalty: f32,
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
@@ -113,7 +113,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     };
     // The KV cache is allocated for the whole context up front, so an oversized --ctx would be
     // a huge allocation rather than a clear error; 0 means the file does not say.
-    let max_ctx = Config::from_gguf(&gguf)?.context_length;
+    let cfg = Config::from_gguf(&gguf)?;
+    let max_ctx = cfg.context_length;
     let ctx = match (args.ctx, max_ctx) {
         (Some(ctx), max) if max > 0 && ctx > max => {
             return Err(GenerateCliError::CtxTooLong {
@@ -135,6 +136,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         }
         .into());
     }
+    super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
     let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
 
     let mut out = std::io::stdout().lock();
@@ -146,7 +148,21 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         // A closed stdout (e.g. `| head`) should not abort generation with a panic.
         let _ = out.write_all(piece.as_bytes());
         let _ = out.flush();
-    })?;
+    });
+    let g = match g {
+        Err(GenerateError::Sample(SampleError::NonFiniteLogit { token, value })) => {
+            // Never sampled from; say where it came from (rerunning the prompt).
+            let _ = writeln!(out);
+            return Err(super::non_finite::NonFiniteLogits {
+                pos: model.cache_len().saturating_sub(1),
+                token,
+                value,
+                origin: super::non_finite::locate(&mut model, &prompt),
+            }
+            .into());
+        }
+        other => other?,
+    };
     writeln!(out)?;
     eprintln!(
         "prompt: {} tokens in {:.2} s ({:.2} tok/s) | generation: {} tokens, {:.2} tok/s | stop: {:?}",

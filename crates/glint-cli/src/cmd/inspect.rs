@@ -9,8 +9,10 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use glint_gguf::{Gguf, Value};
-use serde_json::{json, Map, Value as Json};
+use glint_gguf::{Array, ArrayData, Gguf, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -41,17 +43,23 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
 }
 
+/// Streams the document through serde rather than building a `serde_json::Value` tree first:
+/// the tree costs ~80 bytes per array element, so a 50 MB file of byte arrays took 8 GB.
 fn write_json(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
-    let metadata: Map<String, Json> = g
-        .metadata()
-        .iter()
-        .map(|(k, v)| (k.to_string(), value_json(v)))
-        .collect();
-    let split = g.n_shards() > 1;
-    let tensors: Vec<Json> = g
-        .tensors()
-        .iter()
-        .map(|t| {
+    serde_json::to_writer_pretty(&mut *out, &JsonDoc(g))?;
+    writeln!(out)
+}
+
+struct JsonDoc<'a>(&'a Gguf);
+
+impl Serialize for JsonDoc<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let g = self.0;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("version", &g.version())?;
+        m.serialize_entry("metadata", &JsonMetadata(g))?;
+        let split = g.n_shards() > 1;
+        let tensors = g.tensors().iter().map(|t| {
             let mut o = json!({
                 "name": t.name,
                 "type": t.ty.name(),
@@ -62,35 +70,111 @@ fn write_json(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
                 o["shard"] = json!(t.shard);
             }
             o
-        })
-        .collect();
-    let doc = json!({ "version": g.version(), "metadata": metadata, "tensors": tensors });
-    serde_json::to_writer_pretty(&mut *out, &doc)?;
-    writeln!(out)
+        });
+        m.serialize_entry("tensors", &Seq(std::cell::RefCell::new(Some(tensors))))?;
+        m.end()
+    }
 }
 
-fn value_json(v: &Value) -> Json {
-    let float = |f: f64| match f {
-        f if f.is_nan() => json!("NaN"),
-        f if f == f64::INFINITY => json!("Infinity"),
-        f if f == f64::NEG_INFINITY => json!("-Infinity"),
-        f => json!(f),
-    };
-    match v {
-        Value::U8(x) => json!(x),
-        Value::I8(x) => json!(x),
-        Value::U16(x) => json!(x),
-        Value::I16(x) => json!(x),
-        Value::U32(x) => json!(x),
-        Value::I32(x) => json!(x),
-        Value::U64(x) => json!(x),
-        Value::I64(x) => json!(x),
-        Value::F32(x) => float(f64::from(*x)),
-        Value::F64(x) => float(*x),
-        Value::Bool(x) => json!(x),
-        Value::String(s) => json!(s),
-        Value::Array(a) => Json::Array(a.values.iter().map(value_json).collect()),
+struct JsonMetadata<'a>(&'a Gguf);
+
+impl Serialize for JsonMetadata<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let md = self.0.metadata();
+        let mut m = s.serialize_map(Some(md.len()))?;
+        for (k, v) in md.iter() {
+            m.serialize_entry(k, &JsonValue(v))?;
+        }
+        m.end()
     }
+}
+
+/// A one-shot iterator serialized as a JSON array without collecting it.
+struct Seq<I>(std::cell::RefCell<Option<I>>);
+
+impl<I: Iterator<Item = T>, T: Serialize> Serialize for Seq<I> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.borrow_mut().take() {
+            Some(it) => s.collect_seq(it),
+            None => s.collect_seq(std::iter::empty::<T>()),
+        }
+    }
+}
+
+struct JsonValue<'a>(&'a Value);
+
+impl Serialize for JsonValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::U8(x) => s.serialize_u8(*x),
+            Value::I8(x) => s.serialize_i8(*x),
+            Value::U16(x) => s.serialize_u16(*x),
+            Value::I16(x) => s.serialize_i16(*x),
+            Value::U32(x) => s.serialize_u32(*x),
+            Value::I32(x) => s.serialize_i32(*x),
+            Value::U64(x) => s.serialize_u64(*x),
+            Value::I64(x) => s.serialize_i64(*x),
+            Value::F32(x) => JsonFloat(f64::from(*x)).serialize(s),
+            Value::F64(x) => JsonFloat(*x).serialize(s),
+            Value::Bool(x) => s.serialize_bool(*x),
+            Value::String(x) => s.serialize_str(x),
+            Value::Array(a) => JsonArray(a).serialize(s),
+        }
+    }
+}
+
+struct JsonArray<'a>(&'a Array);
+
+impl Serialize for JsonArray<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.data() {
+            ArrayData::U8(v) => s.collect_seq(v),
+            ArrayData::I8(v) => s.collect_seq(v),
+            ArrayData::U16(v) => s.collect_seq(v),
+            ArrayData::I16(v) => s.collect_seq(v),
+            ArrayData::U32(v) => s.collect_seq(v),
+            ArrayData::I32(v) => s.collect_seq(v),
+            ArrayData::U64(v) => s.collect_seq(v),
+            ArrayData::I64(v) => s.collect_seq(v),
+            ArrayData::F32(v) => s.collect_seq(v.iter().map(|&x| JsonFloat(f64::from(x)))),
+            ArrayData::F64(v) => s.collect_seq(v.iter().map(|&x| JsonFloat(x))),
+            ArrayData::Bool(v) => s.collect_seq(v),
+            ArrayData::String(v) => s.collect_seq(v),
+            ArrayData::Array(v) => s.collect_seq(v.iter().map(JsonArray)),
+        }
+    }
+}
+
+/// JSON has no NaN or infinity: those become the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
+struct JsonFloat(f64);
+
+impl Serialize for JsonFloat {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            f if f.is_nan() => s.serialize_str("NaN"),
+            f if f == f64::INFINITY => s.serialize_str("Infinity"),
+            f if f == f64::NEG_INFINITY => s.serialize_str("-Infinity"),
+            f => s.serialize_f64(f),
+        }
+    }
+}
+
+/// Text from the file made safe for a terminal: control characters (a forged key could hold
+/// ESC sequences or newlines that fake extra lines) are shown escaped, `\u{1b}`.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 fn write_human(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
@@ -113,12 +197,13 @@ fn write_human(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
     let md = g.metadata();
     writeln!(out, "* Dumping {} key/value pair(s)", md.len())?;
     for (n, (key, value)) in md.iter().enumerate() {
-        let count = value.as_array().map_or(1, |a| a.values.len());
+        let count = value.as_array().map_or(1, |a| a.len());
         let ty = value.type_name();
         writeln!(
             out,
-            "  {:5}: {ty:10} | {count:8} | {key} = {}",
+            "  {:5}: {ty:10} | {count:8} | {} = {}",
             n + 1,
+            printable(key),
             short(value)
         )?;
     }
@@ -141,7 +226,7 @@ fn write_human(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
             dims.join(", "),
             t.ty.name(),
             t.n_bytes,
-            t.name
+            printable(&t.name)
         )?;
     }
     Ok(())
@@ -156,8 +241,11 @@ fn short(v: &Value) -> String {
             format!("{:?}...", cut)
         }
         Value::Array(a) => {
-            let mut parts: Vec<String> = a.values.iter().take(SHOWN_ELEMENTS).map(short).collect();
-            if a.values.len() > SHOWN_ELEMENTS {
+            let mut parts: Vec<String> = (0..a.len().min(SHOWN_ELEMENTS))
+                .filter_map(|i| a.get(i))
+                .map(|v| short(&v))
+                .collect();
+            if a.len() > SHOWN_ELEMENTS {
                 parts.push("...".to_string());
             }
             format!("[{}]", parts.join(", "))

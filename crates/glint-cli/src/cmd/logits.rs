@@ -1,12 +1,11 @@
 //! `glint logits -m FILE --tokens 1,2,3 -o OUT.npy`: float32 `[n_tokens, n_vocab]` logits of one
 //! prefill, for comparison against a reference implementation (transformers, llama.cpp).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use glint_gguf::Gguf;
-use glm5_model::{CpuBackend, Glm5};
+use glint_gguf::{write_error, Gguf, SafeOutput};
+use glm5_model::{Config, CpuBackend, Glm5};
 
 use crate::npy;
 
@@ -22,15 +21,38 @@ pub struct Args {
     pub output: PathBuf,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum LogitsError {
+    #[error("--tokens: {n} tokens exceed the context length {max} of {path} (allowed: 1..={max})")]
+    TooManyTokens { n: usize, max: usize, path: PathBuf },
+}
+
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let gguf = Gguf::open(&args.model)?;
+    // Checked before the forward pass, so a bad path fails in milliseconds.
+    let mut out = SafeOutput::create(&args.output, &super::input_paths(&gguf, &args.model))?;
+    let cfg = Config::from_gguf(&gguf)?;
+    let max = cfg.context_length;
+    if max > 0 && args.tokens.len() > max {
+        return Err(LogitsError::TooManyTokens {
+            n: args.tokens.len(),
+            max,
+            path: args.model.clone(),
+        }
+        .into());
+    }
+    super::memory::check_kv_cache(&cfg, args.tokens.len(), "--tokens", &args.model)?;
     let mut model = Glm5::load(&gguf, CpuBackend::new(), args.tokens.len())?;
     let n_vocab = model.config().n_vocab;
     let logits = model.forward(&args.tokens, 0)?;
-    let mut w = BufWriter::new(File::create(&args.output)?);
-    npy::write_f32_header(&mut w, &[args.tokens.len(), n_vocab])?;
-    npy::write_f32_data(&mut w, &logits)?;
-    w.flush()?;
+    super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;
+    let werr = |e| write_error(&args.output, e);
+    let mut w = BufWriter::new(out.file());
+    npy::write_f32_header(&mut w, &[args.tokens.len(), n_vocab]).map_err(werr)?;
+    npy::write_f32_data(&mut w, &logits).map_err(werr)?;
+    w.flush().map_err(werr)?;
+    drop(w);
+    out.commit()?;
     tracing::info!(n_tokens = args.tokens.len(), n_vocab, "logits written");
     Ok(())
 }

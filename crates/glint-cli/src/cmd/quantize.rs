@@ -3,11 +3,10 @@
 //! Tensors are converted one at a time (rows in parallel) and streamed into the output, so peak
 //! memory is one output tensor, not the model.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 
-use glint_gguf::{GgmlType, Gguf, GgufWriter, TensorSpec, Value};
+use glint_gguf::{write_error, GgmlType, Gguf, GgufWriter, SafeOutput, TensorSpec, Value};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
@@ -34,8 +33,6 @@ pub enum QuantizeError {
     NoQuantizer { ty: GgmlType, tensor: String },
     #[error("cannot read tensor {tensor} of type {ty}: no dequantizer for it")]
     NoDequantizer { ty: GgmlType, tensor: String },
-    #[error("{0} would overwrite the input")]
-    SameFile(PathBuf),
     #[error("tensor {tensor}: {source}")]
     Quant {
         tensor: String,
@@ -50,10 +47,9 @@ const CHUNK_ELEMS: usize = 1 << 16;
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let target =
         GgmlType::from_name(&args.ty).ok_or_else(|| QuantizeError::UnknownType(args.ty.clone()))?;
-    if args.input.canonicalize().ok() == args.output.canonicalize().ok() && args.output.exists() {
-        return Err(QuantizeError::SameFile(args.output.clone()).into());
-    }
     let gguf = Gguf::open(&args.input)?;
+    // Checked before any work: the output must not be the input or one of its shards.
+    let mut out = SafeOutput::create(&args.output, &super::input_paths(&gguf, &args.input))?;
 
     // Decide every tensor's type first so that an impossible request fails before writing.
     let mut specs = Vec::with_capacity(gguf.tensors().len());
@@ -91,15 +87,10 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
 
     // Written under a temporary name and renamed at the end, so a failure (disk full, a bad
-    // tensor) never leaves a truncated file that looks like a finished model.
-    let mut partial = args.output.clone().into_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    if let Err(e) = write_output(&gguf, target, &specs, &partial) {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e);
-    }
-    std::fs::rename(&partial, &args.output)?;
+    // tensor) never leaves a truncated file that looks like a finished model; dropping `out`
+    // on an error removes the temporary.
+    write_output(&gguf, target, &specs, &mut out)?;
+    out.commit()?;
     eprintln!(
         "wrote {} ({} tensors, target {target})",
         args.output.display(),
@@ -108,17 +99,22 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     Ok(())
 }
 
-/// Streams every tensor of `gguf`, converted per `specs`, into a new GGUF at `path`.
+/// Streams every tensor of `gguf`, converted per `specs`, into `out`.
 fn write_output(
     gguf: &Gguf,
     target: GgmlType,
     specs: &[(TensorSpec, Option<String>)],
-    path: &Path,
+    out: &mut SafeOutput,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let metadata = output_metadata(gguf, target);
-    let file = File::create(path)?;
+    let path = out.target().to_path_buf();
+    let in_out = |e: glint_gguf::GgufError| match e {
+        glint_gguf::GgufError::Io(io) => Box::new(write_error(&path, io)).into(),
+        other => Box::<dyn std::error::Error + Send + Sync>::from(other),
+    };
     let tensor_specs: Vec<TensorSpec> = specs.iter().map(|(s, _)| s.clone()).collect();
-    let mut writer = GgufWriter::new(BufWriter::new(file), &metadata, &tensor_specs)?;
+    let mut writer =
+        GgufWriter::new(BufWriter::new(out.file()), &metadata, &tensor_specs).map_err(in_out)?;
 
     let total: u64 = gguf.tensors().iter().map(|t| t.n_elements()).sum();
     let pb = ProgressBar::new(total);
@@ -164,9 +160,13 @@ fn write_output(
         if spec.ty == t.ty {
             pb.inc(t.n_elements());
         }
-        writer.write_tensor(&t.name, data)?;
+        writer.write_tensor(&t.name, data).map_err(in_out)?;
     }
-    writer.finish()?;
+    writer
+        .finish()
+        .map_err(in_out)?
+        .flush()
+        .map_err(|e| write_error(&path, e))?;
     pb.finish_and_clear();
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `glint tokenize -m FILE -p TEXT`: the token ids of TEXT, comma-separated on one line.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use glint_gguf::Gguf;
@@ -24,6 +25,10 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    println!("{line}");
+    // Not println!, which panics when stdout is closed; main treats a broken pipe as a quiet
+    // exit.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
     Ok(())
 }

@@ -49,7 +49,7 @@ pub fn value_json(v: &Value) -> serde_json::Value {
         Value::F64(x) => float(*x),
         Value::Bool(x) => json!(x),
         Value::String(s) => json!(s),
-        Value::Array(a) => serde_json::Value::Array(a.values.iter().map(value_json).collect()),
+        Value::Array(a) => serde_json::Value::Array(a.iter().map(|v| value_json(&v)).collect()),
     }
 }
 
