@@ -75,20 +75,25 @@ fn tokenize_prints_hf_ids() {
     }
 }
 
-#[test]
-fn logits_match_transformers() {
+/// `glint logits` on the short case with extra flags: (glint, transformers) logits rows at the
+/// stored positions.
+fn logits_with(extra: &[&str]) -> Vec<(Vec<f32>, Vec<f32>)> {
     let c = case("short");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("short.npy");
-    let o = glint(&[
+    let tokens = join(&ids(&c["ids"]));
+    let path = model_path(&c);
+    let mut args = vec![
         "logits",
         "-m",
-        &model_path(&c),
+        &path,
         "--tokens",
-        &join(&ids(&c["ids"])),
+        &tokens,
         "-o",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = glint(&args);
     stdout_ok(&o, "logits");
     let (shape, got) = read_npy(&out);
     let n = ids(&c["ids"]).len();
@@ -99,16 +104,70 @@ fn logits_match_transformers() {
     );
     let vocab = ref_shape[1];
     assert_eq!(shape, vec![n, vocab]);
-    for (row, pos) in c["logit_positions"].as_array().unwrap().iter().enumerate() {
-        let pos = pos.as_u64().unwrap() as usize;
-        let g = &got[pos * vocab..(pos + 1) * vocab];
-        let w = &want[row * vocab..(row + 1) * vocab];
-        let max_diff = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        // The library's forward_fixture bound (glm5-model tests, DENSE_BOUND): measured
-        // <= 3.34e-5 against transformers; the CLI must add nothing to it.
+    c["logit_positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(row, pos)| {
+            let pos = pos.as_u64().unwrap() as usize;
+            (
+                got[pos * vocab..(pos + 1) * vocab].to_vec(),
+                want[row * vocab..(row + 1) * vocab].to_vec(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn logits_match_transformers() {
+    // Default flags, and the prompt in steps of 2 tokens: the same bound.
+    for extra in [&[][..], &["--ubatch", "2"][..]] {
+        for (pos, (g, w)) in logits_with(extra).iter().enumerate() {
+            let max_diff = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            // The library's forward_fixture bound (glm5-model tests, DENSE_BOUND): measured
+            // <= 3.34e-5 against transformers; the CLI must add nothing to it.
+            assert!(
+                max_diff <= 6e-5,
+                "{extra:?} row {pos}: max |glint - transformers| = {max_diff}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cache_type_flag_selects_the_cache() {
+    // f16 cache: measured max |Δ| 8.3e-3 against transformers on this prompt
+    // (docs/cache-types.md), far above f32's 2e-5 and below 2e-2.
+    let worst = logits_with(&["--cache-type", "f16"])
+        .iter()
+        .map(|(g, w)| g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs())))
+        .fold(0f32, f32::max);
+    assert!(worst > 1e-3 && worst < 2e-2, "f16 cache: max |Δ| {worst}");
+    for (flag, value, want) in [
+        (
+            "--cache-type",
+            "f8",
+            "unknown cache type 'f8' (expected f32, f16, bf16 or fp8)",
+        ),
+        ("--ubatch", "0", "0 is not allowed"),
+    ] {
+        let c = case("short");
+        let o = glint(&[
+            "logits",
+            "-m",
+            &model_path(&c),
+            "--tokens",
+            "1,2",
+            "-o",
+            "/tmp/x.npy",
+            flag,
+            value,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            max_diff <= 6e-5,
-            "position {pos}: max |glint - transformers| = {max_diff}"
+            !o.status.success() && err.contains(want),
+            "{flag} {value}: {err}"
         );
     }
 }

@@ -55,6 +55,8 @@ pub struct Args {
     /// Print control tokens (`<|user|>`, ...) as text, like llama.cpp's `--special`.
     #[arg(long)]
     pub special: bool,
+    #[command(flatten)]
+    pub session: super::session::SessionArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +139,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         .into());
     }
     super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
-    let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
+    let mut model = Glm5::load_with(&gguf, CpuBackend::new(), args.session.options(ctx))?;
 
     let mut out = std::io::stdout().lock();
     if !args.chat {

@@ -19,6 +19,8 @@ pub struct Args {
     /// Output .npy path.
     #[arg(short, long)]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub session: super::session::SessionArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +44,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         .into());
     }
     super::memory::check_kv_cache(&cfg, args.tokens.len(), "--tokens", &args.model)?;
-    let mut model = Glm5::load(&gguf, CpuBackend::new(), args.tokens.len())?;
+    let opts = args.session.options(args.tokens.len());
+    let mut model = Glm5::load_with(&gguf, CpuBackend::new(), opts)?;
     let n_vocab = model.config().n_vocab;
     let logits = model.forward(&args.tokens, 0)?;
     super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;

@@ -7,6 +7,7 @@ pub mod logits;
 pub mod memory;
 pub mod non_finite;
 pub mod quantize;
+pub mod session;
 pub mod tokenize;
 pub mod values;
 
