@@ -10,11 +10,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
+use glint::engine::chat::{ChatMessage, ChatTemplate};
+use glint::engine::generate::{generate, GenerateParams};
+use glint::engine::sampler::SamplerConfig;
+use glint::engine::tokenizer::Tokenizer;
 use glint::gguf::Gguf;
-use glint::model::chat::{ChatMessage, ChatTemplate};
-use glint::model::generate::{generate, GenerateParams};
-use glint::model::sampler::SamplerConfig;
-use glint::model::tokenizer::Tokenizer;
 use glint::model::{Config, CpuBackend, Glm5};
 
 #[derive(Parser, Debug)]

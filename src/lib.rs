@@ -4,6 +4,7 @@
 //! each crate is also usable on its own.
 
 pub use glint_core as core;
+pub use glint_engine as engine;
 pub use glint_gguf as gguf;
 pub use glint_mla as mla;
 pub use glint_moe as moe;

@@ -1,13 +1,9 @@
-//! GLM-5 from GGUF files: configuration, forward pass, tokenizer, chat template, samplers and
-//! the generation loop.
+//! GLM-5 from GGUF files: configuration, weight binding and the batched forward step. The
+//! application layer (tokenizer, chat template, samplers, generation loop) is `glint-engine`.
 
-pub mod chat;
 pub mod config;
 pub mod error;
-pub mod generate;
 pub mod model;
-pub mod sampler;
-pub mod tokenizer;
 pub mod weights;
 
 pub use config::{Arch, Config, IndexerConfig};

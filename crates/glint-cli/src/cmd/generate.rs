@@ -4,11 +4,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use glint_engine::chat::ChatTemplate;
+use glint_engine::generate::{generate, GenerateError, GenerateParams};
+use glint_engine::sampler::{SampleError, SamplerConfig};
+use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
-use glm5_model::chat::ChatTemplate;
-use glm5_model::generate::{generate, GenerateError, GenerateParams};
-use glm5_model::sampler::{SampleError, SamplerConfig};
-use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{Config, CpuBackend, Glm5};
 
 #[derive(clap::Args, Debug)]

@@ -24,7 +24,7 @@ pub fn check<B: Backend>(
     logits: &[f32],
     n_vocab: usize,
 ) -> Result<(), NonFiniteLogits> {
-    let Some((i, value)) = glm5_model::sampler::first_non_finite(logits) else {
+    let Some((i, value)) = glint_engine::sampler::first_non_finite(logits) else {
         return Ok(());
     };
     Err(NonFiniteLogits {

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
-use glm5_model::tokenizer::Tokenizer;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -7,9 +7,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::{fixture_dir, ids_of};
+use glint_engine::chat::ChatTemplate;
+use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
-use glm5_model::chat::ChatTemplate;
-use glm5_model::tokenizer::Tokenizer;
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use glm5_model::tokenizer::{token_type, Tokenizer, TokenizerSpec};
+use glint_engine::tokenizer::{token_type, Tokenizer, TokenizerSpec};
 use serde_json::Value;
 
 #[test]

@@ -20,16 +20,16 @@ pub trait LogitsSource {
     fn ctx_len(&self) -> usize;
 }
 
-impl<B: crate::Backend> LogitsSource for crate::Glm5<'_, B> {
-    type Error = crate::ModelError;
+impl<B: glm5_model::Backend> LogitsSource for glm5_model::Glm5<'_, B> {
+    type Error = glm5_model::ModelError;
     fn forward_last(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, Self::Error> {
-        crate::Glm5::forward_last(self, tokens, start_pos)
+        glm5_model::Glm5::forward_last(self, tokens, start_pos)
     }
     fn cache_len(&self) -> usize {
-        crate::Glm5::cache_len(self)
+        glm5_model::Glm5::cache_len(self)
     }
     fn ctx_len(&self) -> usize {
-        crate::Glm5::ctx_len(self)
+        glm5_model::Glm5::ctx_len(self)
     }
 }
 

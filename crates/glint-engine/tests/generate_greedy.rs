@@ -5,10 +5,10 @@
 mod common;
 
 use common::{case_gguf, ids_of, reference};
+use glint_engine::generate::{generate, GenerateParams, StopReason};
+use glint_engine::sampler::SamplerConfig;
+use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
-use glm5_model::generate::{generate, GenerateParams, StopReason};
-use glm5_model::sampler::SamplerConfig;
-use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{CpuBackend, Glm5};
 
 #[test]

@@ -1,0 +1,9 @@
+//! What an application needs around the GLM-5 model: the GGUF's tokenizer, its chat template,
+//! samplers, and the generation loop. Kept apart from `glm5-model` so the model crate holds
+//! only the model (config, weights, the batched step) and the CLI, the examples and the server
+//! share one application layer.
+
+pub mod chat;
+pub mod generate;
+pub mod sampler;
+pub mod tokenizer;

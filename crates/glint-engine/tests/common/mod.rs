@@ -1,0 +1,121 @@
+//! Shared helpers for the integration tests that compare against the tiny GLM-5 fixtures
+//! (fixtures/glm5/, written by fixtures/make_glm5_fixtures.py and friends): the fixture paths,
+//! reference.json lookups, a .npy reader and logit comparisons. Each test binary uses a subset.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// fixtures/glm5/reference.json: transformers' ids, logits files and greedy tokens per case.
+pub fn reference() -> Value {
+    read_json(&fixture_dir().join("reference.json"))
+}
+
+/// The case called `name` in reference.json.
+pub fn case<'r>(reference: &'r Value, name: &str) -> &'r Value {
+    reference["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("case {name} not in reference.json"))
+}
+
+/// The GGUF path of the model a case runs on.
+pub fn case_gguf(reference: &Value, case: &Value) -> PathBuf {
+    let file = reference["models"][case["model"].as_str().unwrap()]["gguf"]
+        .as_str()
+        .unwrap();
+    fixture_dir().join(file)
+}
+
+pub fn ids_of(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+pub fn usizes_of(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// Minimal .npy reader for little-endian C-order arrays of 4-byte elements (`<f4`, `<i4`: the
+/// only kinds the fixture scripts write); returns (shape, raw 4-byte words).
+pub fn read_npy(path: &Path, descr: &str) -> (Vec<usize>, Vec<[u8; 4]>) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not an npy file", path.display());
+    let (hlen, hstart) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[hstart..hstart + hlen]).unwrap();
+    assert!(header.contains(&format!("'descr': '{descr}'")), "{header}");
+    assert!(header.contains("'fortran_order': False"), "{header}");
+    let s = header.split("'shape': (").nth(1).unwrap();
+    let shape: Vec<usize> = s[..s.find(')').unwrap()]
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| x.trim().parse().unwrap())
+        .collect();
+    let words: Vec<[u8; 4]> = b[hstart + hlen..]
+        .chunks_exact(4)
+        .map(|c| [c[0], c[1], c[2], c[3]])
+        .collect();
+    assert_eq!(words.len(), shape.iter().product::<usize>());
+    (shape, words)
+}
+
+/// [`read_npy`] of a `<f4` array.
+pub fn read_npy_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    let (shape, words) = read_npy(path, "<f4");
+    (shape, words.into_iter().map(f32::from_le_bytes).collect())
+}
+
+pub fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// First index of the maximum (ties go to the lowest index, like numpy.argmax).
+pub fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// max - min of the reference logits: tolerances are fractions of it, so they scale with the
+/// model's logit magnitudes instead of being absolute.
+pub fn logit_range(want: &[f32]) -> f32 {
+    want.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+        - want.iter().copied().fold(f32::INFINITY, f32::min)
+}
+
+/// Largest |a - b| over the pairs.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
