@@ -29,6 +29,8 @@ enum Command {
     Dequant(cmd::dequant::Args),
     /// Requantize a model (llama-quantize rules).
     Quantize(cmd::quantize::Args),
+    /// Write a GGUF with GLM-5's real geometry and random weights (benchmarks).
+    Synth(cmd::synth::Args),
 }
 
 type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -41,6 +43,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Generate(a) => cmd::generate::run(&a),
         Command::Dequant(a) => cmd::dequant::run(&a),
         Command::Quantize(a) => cmd::quantize::run(&a),
+        Command::Synth(a) => cmd::synth::run(&a),
     }
 }
 

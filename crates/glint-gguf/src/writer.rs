@@ -117,6 +117,40 @@ impl<W: Write> GgufWriter<W> {
         Ok(())
     }
 
+    /// Writes the next declared tensor from pieces: `fill` is called with a buffer of up to
+    /// `chunk` bytes (and the byte offset into the tensor) until the tensor is complete, so a
+    /// multi-GB tensor never needs to be in memory at once.
+    pub fn write_tensor_with(
+        &mut self,
+        name: &str,
+        chunk: usize,
+        mut fill: impl FnMut(u64, &mut [u8]),
+    ) -> Result<()> {
+        let Some((expected, n_bytes)) = self.tensors.get(self.next).cloned() else {
+            return Err(GgufError::ExtraTensor {
+                name: name.to_string(),
+            });
+        };
+        if expected != name {
+            return Err(GgufError::TensorOrder {
+                expected,
+                found: name.to_string(),
+            });
+        }
+        let mut buf = vec![0u8; chunk.max(1).min(n_bytes as usize)];
+        let mut done = 0u64;
+        while done < n_bytes {
+            let len = buf.len().min((n_bytes - done) as usize);
+            fill(done, &mut buf[..len]);
+            self.w.write_all(&buf[..len])?;
+            done += len as u64;
+        }
+        let padded = n_bytes.next_multiple_of(self.alignment);
+        self.w.write_all(&vec![0u8; (padded - n_bytes) as usize])?;
+        self.next += 1;
+        Ok(())
+    }
+
     /// Flushes and returns the sink; fails if a declared tensor was never written, since the
     /// file would then be truncated.
     pub fn finish(mut self) -> Result<W> {

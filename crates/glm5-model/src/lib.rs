@@ -4,6 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod model;
+pub mod synth;
 pub mod weights;
 
 pub use config::{Arch, Config, IndexerConfig};

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod non_finite;
 pub mod quantize;
 pub mod session;
+pub mod synth;
 pub mod tokenize;
 pub mod values;
 
