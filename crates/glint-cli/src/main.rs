@@ -31,6 +31,8 @@ enum Command {
     Quantize(cmd::quantize::Args),
     /// Write a GGUF with GLM-5's real geometry and random weights (benchmarks).
     Synth(cmd::synth::Args),
+    /// Prompt and generation speed (llama-bench's tests) against the memory roofline.
+    Bench(cmd::bench::Args),
 }
 
 type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -44,6 +46,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Dequant(a) => cmd::dequant::run(&a),
         Command::Quantize(a) => cmd::quantize::run(&a),
         Command::Synth(a) => cmd::synth::run(&a),
+        Command::Bench(a) => cmd::bench::run(&a),
     }
 }
 

@@ -1,5 +1,6 @@
 //! One module per subcommand: each has an `Args` (clap) and a `run`.
 
+pub mod bench;
 pub mod dequant;
 pub mod generate;
 pub mod inspect;

@@ -1,0 +1,81 @@
+//! `glint bench` on the tiny model: JSON rows for every test, depth and batch asked for, and
+//! the weight bytes per decoded token equal to the sum over the GGUF's tensor table computed
+//! here (every tensor once per step except the embedding, of which one row per token is read,
+//! and the routed experts, of which k of E slices per token).
+
+use glint_gguf::Gguf;
+use serde_json::Value;
+
+mod common;
+use common::{glint, repo};
+
+#[test]
+fn bench_reports_every_test_and_counts_the_bytes_a_step_reads() {
+    let model = repo().join("fixtures/glm5/glm5-tiny-f32.gguf");
+    let m = model.to_str().unwrap();
+    let o = glint(&[
+        "bench", "-m", m, "-p", "8", "-n", "3", "-d", "0,5", "-b", "1,2", "-r", "2", "-o", "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let key = |r: &Value| {
+        (
+            r["test"].as_str().unwrap().to_string(),
+            r["depth"].as_u64().unwrap(),
+            r["batch"].as_u64().unwrap(),
+        )
+    };
+    let got: Vec<_> = rows.iter().map(key).collect();
+    let want: Vec<(String, u64, u64)> = [0, 5]
+        .iter()
+        .flat_map(|&d| {
+            [("pp8", d, 1), ("tg3", d, 1), ("tg3", d, 2)].map(|(t, d, b)| (t.to_string(), d, b))
+        })
+        .collect();
+    assert_eq!(got, want);
+    for r in &rows {
+        assert!(r["tokens_per_s_mean"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["probe_gb_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // Bytes per decoded token at one sequence, from the tensor table.
+    let g = Gguf::open(&model).unwrap();
+    let md = g.metadata();
+    let arch = md.get_str("general.architecture").unwrap();
+    let k = md.get_u32(&format!("{arch}.expert_used_count")).unwrap() as u64;
+    let e = md.get_u32(&format!("{arch}.expert_count")).unwrap() as u64;
+    let trunk = md.get_u32(&format!("{arch}.block_count")).unwrap() as u64
+        - md.get_u32(&format!("{arch}.nextn_predict_layers"))
+            .unwrap_or(0) as u64;
+    let mut want = 0u64;
+    for t in g.tensors() {
+        let layer: Option<u64> = t
+            .name
+            .strip_prefix("blk.")
+            .map(|r| r.split('.').next().unwrap().parse().unwrap());
+        want += match layer {
+            Some(l) if l >= trunk => 0, // the MTP layer is not run
+            _ if t.name == "token_embd.weight" => t.n_bytes / t.dims[1],
+            _ if t.name.ends_with("_exps.weight") => t.n_bytes / e * k,
+            _ => t.n_bytes,
+        };
+    }
+    let tg1 = rows
+        .iter()
+        .find(|r| r["test"] == "tg3" && r["batch"] == 1)
+        .unwrap();
+    assert_eq!(tg1["bytes_per_token"].as_u64().unwrap(), want);
+    for (args, msg) in [
+        (vec!["-o", "xml"], "-o xml: expected md or json"),
+        (vec!["-r", "0"], "-r 0: at least one repetition"),
+        (
+            vec!["-b", "0"],
+            "-b 0: sequences per step must be at least 1",
+        ),
+    ] {
+        let mut a = vec!["bench", "-m", m, "-p", "4", "-n", "1"];
+        a.extend(args.iter());
+        let o = glint(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(msg), "{args:?}: {err}");
+    }
+}
