@@ -291,6 +291,25 @@ fn full_disk_removes_the_temporary_and_keeps_the_old_output() {
     assert_eq!(names(dir.path()), ["q.gguf"]);
 }
 
+#[test]
+fn a_failure_after_the_output_was_opened_leaves_nothing() {
+    // The output is checked and its temporary created before the forward pass; a bad token id
+    // then fails the command, and the temporary must go with it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.npy");
+    let o = glint(&[
+        "logits",
+        "-m",
+        s(&tiny()),
+        "--tokens",
+        "1,99999",
+        "-o",
+        s(&out),
+    ]);
+    fails_with(&o, &["token id 99999 is out of range", "512"]);
+    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+}
+
 // ---- 2. Bounded resources -----------------------------------------------------------------
 
 fn with_template(dir: &Path, template: &str) -> PathBuf {

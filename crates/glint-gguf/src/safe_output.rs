@@ -85,6 +85,10 @@ impl SafeOutput {
             let temp = dir.join(format!(".{name}.glint-tmp-{pid}-{n}"));
             match OpenOptions::new().write(true).create_new(true).open(&temp) {
                 Ok(file) => {
+                    // Replacing a file keeps its permissions (a private 0600 output stays so).
+                    if let Ok(meta) = std::fs::metadata(&dest) {
+                        let _ = file.set_permissions(meta.permissions());
+                    }
                     tracing::debug!(target = %target.display(), temp = %temp.display(), "writing output");
                     return Ok(SafeOutput {
                         target: target.to_path_buf(),
