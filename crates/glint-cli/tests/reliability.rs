@@ -360,9 +360,8 @@ fn huge_split_count_fails_fast_on_the_missing_shard() {
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
 
-/// A 50 MB GGUF whose only content is one UINT8 array of 50 million elements.
-fn big_array_file(path: &Path) {
-    let n: u64 = 50_000_000;
+/// A GGUF whose only content is one UINT8 array of `n` elements, `i % 251`.
+fn byte_array_file(path: &Path, n: u64) {
     let key = b"big.bytes";
     let mut b = Vec::with_capacity(n as usize + 64);
     b.extend_from_slice(b"GGUF");
@@ -381,27 +380,34 @@ fn big_array_file(path: &Path) {
 #[cfg(unix)]
 #[test]
 fn inspect_of_large_metadata_arrays_stays_within_memory() {
-    // An address-space cap of 1 GiB (the file is 50 MB): a `Value` per byte took 1.5 GB, the
-    // JSON tree 8 GB. Both commands must now succeed under it.
+    // A 50 MB file under a 512 MiB address-space cap: a `Value` per byte took 1.6 GB and the
+    // JSON tree 8.6 GB (measured, docs/reliability.md); both commands must now succeed.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("big.gguf");
-    big_array_file(&f);
+    byte_array_file(&f, 50_000_000);
     for json in ["", "--json"] {
         let cmd = format!(
-            "ulimit -v 1048576; exec '{}' inspect {json} '{}' > '{}'",
+            "ulimit -v 524288; exec '{}' inspect {json} '{}' > /dev/null",
             env!("CARGO_BIN_EXE_glint"),
             s(&f),
-            s(&dir.path().join("out.txt"))
         );
         let o = Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
         assert!(o.status.success(), "inspect {json}: {}", stderr(&o));
     }
-    // The last run was --json: the array is all there, in order.
-    let text = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let arr = doc["metadata"]["big.bytes"].as_array().unwrap();
-    assert_eq!(arr.len(), 50_000_000);
-    assert_eq!(arr[252], 1);
+    // The streamed JSON holds the whole array, in order (checked on a small one).
+    let small = dir.path().join("small.gguf");
+    byte_array_file(&small, 1000);
+    let o = glint(&["inspect", "--json", s(&small)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<u64> = doc["metadata"]["big.bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let want: Vec<u64> = (0..1000).map(|i| i % 251).collect();
+    assert_eq!(got, want);
 }
 
 #[test]
