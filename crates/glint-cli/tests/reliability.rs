@@ -739,3 +739,21 @@ fn control_characters_in_keys_are_escaped_by_inspect() {
     assert!(!out.contains('\u{1b}'), "raw ESC printed");
     assert!(out.contains(r"evil\u{1b}[2J\nfake: key = 1"), "{out}");
 }
+
+#[test]
+fn control_characters_in_error_messages_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = with_meta(dir.path(), |m| {
+        set(
+            m,
+            "general.architecture",
+            Value::from("glm\u{1b}[31m-evil\r"),
+        );
+    });
+    let out = dir.path().join("l.npy");
+    let e = fails_with(
+        &logits_of(&m, &out),
+        &["unknown architecture", r"glm\u{1b}[31m-evil\r"],
+    );
+    assert!(!e.contains('\u{1b}') && !e.contains('\r'), "{e:?}");
+}
