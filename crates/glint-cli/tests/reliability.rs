@@ -310,6 +310,50 @@ fn a_failure_after_the_output_was_opened_leaves_nothing() {
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
 }
 
+#[cfg(unix)]
+#[test]
+fn interrupting_a_write_removes_the_temporary() {
+    use std::os::unix::process::ExitStatusExt;
+    // 4096 tokens: the forward pass takes most of a second, with the temporary already open.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.npy");
+    let tokens = vec!["5"; 4096].join(",");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
+        .args([
+            "logits",
+            "-m",
+            s(&tiny()),
+            "--tokens",
+            &tokens,
+            "-o",
+            s(&out),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !names(dir.path()).iter().any(|n| n.contains(".glint-tmp-")) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finished before the temporary was seen"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no temporary appeared"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    // Still dies of the signal (a shell reports 130), after removing its temporary.
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+}
+
 // ---- 2. Bounded resources -----------------------------------------------------------------
 
 fn with_template(dir: &Path, template: &str) -> PathBuf {
