@@ -519,6 +519,46 @@ fn closing_stdout_early_is_a_quiet_exit() {
     assert!(o.status.success(), "{:?}: {e}", o.status);
 }
 
+#[test]
+fn closing_stdout_early_stops_generation() {
+    // 3000 tokens would be generated for nobody; the first failed write must stop the loop.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
+        .args([
+            "generate",
+            "-m",
+            s(&tiny()),
+            "-p",
+            "hello",
+            "-n",
+            "3000",
+            "--ctx",
+            "4096",
+            "--ignore-eos",
+            "--temp",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    stdout.read_exact(&mut one).unwrap();
+    drop(stdout);
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "{:?}: {e}", o.status);
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(e.contains("stop: Stopped"), "{e}");
+    let n: usize = e
+        .split("generation: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no token count in {e}"));
+    assert!(n < 3000, "{n} tokens generated after the reader left");
+}
+
 // ---- 3. Values validated where they enter -------------------------------------------------
 
 /// Runs `glint logits` on the tiny model with `key` set to `v`; expects an error naming both.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use glint_gguf::Gguf;
 use glm5_model::chat::ChatTemplate;
-use glm5_model::generate::{generate, GenerateError, GenerateParams};
+use glm5_model::generate::{generate_while, GenerateError, GenerateParams};
 use glm5_model::sampler::{SampleError, SamplerConfig};
 use glm5_model::tokenizer::Tokenizer;
 use glm5_model::{Config, CpuBackend, Glm5};
@@ -144,10 +144,17 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         write!(out, "{}", args.prompt)?;
     }
     out.flush()?;
-    let g = generate(&mut model, &tok, &prompt, &params, |piece| {
-        // A closed stdout (e.g. `| head`) should not abort generation with a panic.
-        let _ = out.write_all(piece.as_bytes());
-        let _ = out.flush();
+    // A failed write (stdout closed by `| head`, a full disk) stops generation at once; the
+    // error is returned after the statistics (main exits quietly on a broken pipe).
+    let mut write_err: Option<std::io::Error> = None;
+    let g = generate_while(&mut model, &tok, &prompt, &params, |piece| {
+        match out.write_all(piece.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => true,
+            Err(e) => {
+                write_err = Some(e);
+                false
+            }
+        }
     });
     let g = match g {
         Err(GenerateError::Sample(SampleError::NonFiniteLogit { token, value })) => {
@@ -163,7 +170,11 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         }
         other => other?,
     };
-    writeln!(out)?;
+    if write_err.is_none() {
+        if let Err(e) = writeln!(out).and_then(|()| out.flush()) {
+            write_err = Some(e);
+        }
+    }
     eprintln!(
         "prompt: {} tokens in {:.2} s ({:.2} tok/s) | generation: {} tokens, {:.2} tok/s | stop: {:?}",
         g.prompt_tokens,
@@ -173,5 +184,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         g.decode_tokens_per_s(),
         g.stop
     );
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
     Ok(())
 }
