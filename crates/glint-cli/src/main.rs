@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod npy;
+mod printable;
 
 #[derive(Parser, Debug)]
 #[command(name = "glint", version, about = "Run and inspect GLM-5 GGUF models")]
@@ -78,11 +79,12 @@ fn main() -> ExitCode {
         // `glint tokenize ... | head -c1` closes stdout early: that is the reader's choice,
         // not a failure, so exit quietly as `cat` does.
         Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        // Messages can quote names read from the file: escape control characters in them.
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", printable::printable(&e.to_string()));
             let mut src = e.source();
             while let Some(s) = src {
-                eprintln!("  caused by: {s}");
+                eprintln!("  caused by: {}", printable::printable(&s.to_string()));
                 src = s.source();
             }
             ExitCode::FAILURE

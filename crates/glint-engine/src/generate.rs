@@ -75,6 +75,8 @@ pub enum StopReason {
     EndOfGeneration(u32),
     MaxTokens,
     ContextFull,
+    /// The text callback of [`generate_while`] asked to stop (its reader went away).
+    Stopped,
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +119,22 @@ pub fn generate<M: LogitsSource>(
     prompt: &[u32],
     params: &GenerateParams,
     mut on_text: impl FnMut(&str),
+) -> Result<Generation, GenerateError> {
+    generate_while(model, tokenizer, prompt, params, |piece| {
+        on_text(piece);
+        true
+    })
+}
+
+/// Like [`generate`], but `on_text` returns whether to go on: `false` ends generation after
+/// that piece with [`StopReason::Stopped`], so a closed pipe or a gone client does not keep
+/// the model running to `max_new_tokens` for nobody.
+pub fn generate_while<M: LogitsSource>(
+    model: &mut M,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    params: &GenerateParams,
+    mut on_text: impl FnMut(&str) -> bool,
 ) -> Result<Generation, GenerateError> {
     if prompt.is_empty() {
         return Err(GenerateError::EmptyPrompt);
@@ -168,8 +186,11 @@ pub fn generate<M: LogitsSource>(
         }
         let piece = stream.push(next)?;
         if !piece.is_empty() {
-            on_text(&piece);
             out.text.push_str(&piece);
+            if !on_text(&piece) {
+                out.stop = StopReason::Stopped;
+                break;
+            }
         }
         if out.tokens.len() >= params.max_new_tokens {
             out.stop = StopReason::MaxTokens;
@@ -186,7 +207,7 @@ pub fn generate<M: LogitsSource>(
     }
     out.decode_time = t1.elapsed();
     let rest = stream.finish();
-    if !rest.is_empty() {
+    if !rest.is_empty() && out.stop != StopReason::Stopped {
         on_text(&rest);
         out.text.push_str(&rest);
     }

@@ -224,3 +224,21 @@ fn repetition_penalty_sees_prompt_and_generated_tokens_in_the_loop() {
     let g = generate(&mut Ranked, &tok, &[0], &p, |_| {}).unwrap();
     assert_eq!(g.tokens, vec![0, 0, 0]);
 }
+
+#[test]
+fn a_callback_that_says_stop_ends_generation_after_its_piece() {
+    let tok = tokenizer();
+    // "h" "i" "h" "i" ...: the callback refuses the second piece.
+    let mut m = scripted(&[0, 1, 0, 1, 0, 1], 1, 64);
+    let mut seen = Vec::new();
+    let g = generate_while(&mut m, &tok, &[2], &greedy(6), |p| {
+        seen.push(p.to_string());
+        seen.len() < 2
+    })
+    .unwrap();
+    assert_eq!(g.stop, StopReason::Stopped);
+    assert_eq!(seen, ["h", "i"]);
+    assert_eq!(g.tokens, vec![0, 1]);
+    // One prefill and one decode step: nothing is computed after the refusal.
+    assert_eq!(m.calls.len(), 2);
+}

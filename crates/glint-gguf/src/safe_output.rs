@@ -13,7 +13,8 @@
 //!   in `.gguf`, so it cannot be mistaken for a shard.
 //! - [`SafeOutput::commit`] syncs the file and renames it over the target only when complete;
 //!   dropping a `SafeOutput` without committing (any error, a full disk, a broken pipe, a panic)
-//!   removes the temporary.
+//!   removes the temporary, and on Unix so does SIGINT, SIGTERM or SIGHUP
+//!   (`safe_output_signals.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -58,7 +59,13 @@ pub struct SafeOutput {
     dest: PathBuf,
     temp: PathBuf,
     file: Option<File>,
+    #[cfg(unix)]
+    on_signal: signals::Registration,
 }
+
+#[cfg(unix)]
+#[path = "safe_output_signals.rs"]
+mod signals;
 
 /// Temporary names tried before giving up (each attempt is an `O_EXCL` create).
 const TEMP_ATTEMPTS: u32 = 1000;
@@ -85,10 +92,16 @@ impl SafeOutput {
             let temp = dir.join(format!(".{name}.glint-tmp-{pid}-{n}"));
             match OpenOptions::new().write(true).create_new(true).open(&temp) {
                 Ok(file) => {
+                    // Replacing a file keeps its permissions (a private 0600 output stays so).
+                    if let Ok(meta) = std::fs::metadata(&dest) {
+                        let _ = file.set_permissions(meta.permissions());
+                    }
                     tracing::debug!(target = %target.display(), temp = %temp.display(), "writing output");
                     return Ok(SafeOutput {
                         target: target.to_path_buf(),
                         dest,
+                        #[cfg(unix)]
+                        on_signal: signals::register(&temp),
                         temp,
                         file: Some(file),
                     });
@@ -134,7 +147,10 @@ impl SafeOutput {
                 e,
             )
         })?;
-        // Renamed: nothing left to clean up.
+        // Renamed: nothing left to clean up. Unregistered only now, so a signal just before
+        // the rename still removes the temporary; one just after unlinks a name that is gone.
+        #[cfg(unix)]
+        signals::unregister(&mut self.on_signal);
         self.temp = PathBuf::new();
         Ok(())
     }
@@ -142,13 +158,15 @@ impl SafeOutput {
 
 impl Drop for SafeOutput {
     fn drop(&mut self) {
-        if self.temp.as_os_str().is_empty() {
-            return;
+        if !self.temp.as_os_str().is_empty() {
+            self.file = None;
+            if let Err(e) = std::fs::remove_file(&self.temp) {
+                tracing::warn!(temp = %self.temp.display(), error = %e, "could not remove the temporary output");
+            }
         }
-        self.file = None;
-        if let Err(e) = std::fs::remove_file(&self.temp) {
-            tracing::warn!(temp = %self.temp.display(), error = %e, "could not remove the temporary output");
-        }
+        // After the removal, so a signal during it still removes the file.
+        #[cfg(unix)]
+        signals::unregister(&mut self.on_signal);
     }
 }
 

@@ -148,3 +148,18 @@ fn temp_name_never_collides_with_an_existing_file() {
     drop(out);
     assert_eq!(std::fs::read(&first).unwrap(), b"someone else's");
 }
+
+#[cfg(unix)]
+#[test]
+fn replacing_a_file_keeps_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("private.npy");
+    std::fs::write(&target, b"old").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut out = SafeOutput::create(&target, &[]).unwrap();
+    out.file().write_all(b"new").unwrap();
+    out.commit().unwrap();
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

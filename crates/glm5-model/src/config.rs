@@ -225,13 +225,17 @@ impl Config {
             _ => None,
         };
         // mscale = 0.1·mscale_all_dim·ln(factor) + 1, with yarn_log_multiplier = 0.1·mscale_all_dim.
+        let log_mul = k
+            .opt_f32("rope.scaling.yarn_log_multiplier")?
+            .unwrap_or(0.0);
+        if !log_mul.is_finite() {
+            return Err(cfg_err(
+                &k.key("rope.scaling.yarn_log_multiplier"),
+                format!("{log_mul} is outside the allowed range: a finite number"),
+            ));
+        }
         let mscale = match &yarn {
-            Some(y) if y.factor > 1.0 => {
-                1.0 + k
-                    .opt_f32("rope.scaling.yarn_log_multiplier")?
-                    .unwrap_or(0.0)
-                    * y.factor.ln()
-            }
+            Some(y) if y.factor > 1.0 => 1.0 + log_mul * y.factor.ln(),
             _ => 1.0,
         };
         let indexer = match (arch, k.opt("attention.indexer.head_count")?) {

@@ -193,3 +193,45 @@ fn indexer_keys_and_index_share() {
         .to_string();
     assert!(e.contains("glm-dsa.attention.indexer.types"), "{e}");
 }
+
+/// Every float key against its range: each bad value is refused naming the key and the value,
+/// and the DeepSeek-V3 header they are put into parses when they are left alone.
+#[test]
+fn floats_outside_their_range_are_named() {
+    let cases: [(&str, f32); 10] = [
+        ("deepseek2.attention.layer_norm_rms_epsilon", f32::NAN),
+        ("deepseek2.attention.layer_norm_rms_epsilon", 0.0),
+        ("deepseek2.attention.layer_norm_rms_epsilon", 2.0),
+        ("deepseek2.rope.freq_base", f32::INFINITY),
+        ("deepseek2.rope.freq_base", -10000.0),
+        ("deepseek2.expert_weights_scale", 0.0),
+        ("deepseek2.rope.scaling.factor", 0.5),
+        ("deepseek2.rope.scaling.factor", f32::NAN),
+        ("deepseek2.rope.scaling.yarn_beta_fast", f32::NAN),
+        (
+            "deepseek2.rope.scaling.yarn_log_multiplier",
+            f32::NEG_INFINITY,
+        ),
+    ];
+    for (key, v) in cases {
+        let err = parse(&header(&[(key, Value::F32(v))])).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ModelError::Config { .. }), "{key}={v}: {msg}");
+        assert!(msg.contains(key), "{key}={v}: {msg}");
+        assert!(msg.contains(&format!("{v}")), "{key}={v}: {msg}");
+    }
+    assert!(parse(&header(&[])).is_ok());
+}
+
+#[test]
+fn experts_used_beyond_the_routed_groups_are_refused() {
+    // 256 experts in 8 groups of 32, 4 groups routed: 128 experts reachable.
+    assert!(parse(&header(&[("deepseek2.expert_used_count", Value::U32(128))])).is_ok());
+    let err = parse(&header(&[("deepseek2.expert_used_count", Value::U32(129))])).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("deepseek2.expert_used_count"), "{msg}");
+    assert!(
+        msg.contains("129 is outside the allowed range 1..=128"),
+        "{msg}"
+    );
+}

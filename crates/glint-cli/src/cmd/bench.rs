@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use glint_gguf::Gguf;
-use glm5_model::{BatchPlan, CpuBackend, Logits, Model, SeqCache, StepLimits};
+use glm5_model::{
+    BatchPlan, CpuBackend, KvPool, Logits, Model, ModelError, SeqCache, StepLimits, StepState,
+};
 use rayon::prelude::*;
 
 #[derive(clap::Args, Debug)]
@@ -127,8 +129,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
 
 fn repeat(
     reps: usize,
-    mut f: impl FnMut() -> Result<f64, glm5_model::ModelError>,
-) -> Result<Vec<f64>, glm5_model::ModelError> {
+    mut f: impl FnMut() -> Result<f64, ModelError>,
+) -> Result<Vec<f64>, ModelError> {
     (0..reps).map(|_| f()).collect()
 }
 
@@ -157,20 +159,20 @@ fn row(
     }
 }
 
-/// A fresh pool, step state and sequence for `n_seqs` sequences of up to `ctx` tokens.
-fn setup<'m>(
-    model: &Model<'m, CpuBackend>,
+/// A pool, step buffers and one reserved sequence per `n_seqs`, for one test.
+struct Setup {
+    pool: KvPool<CpuBackend>,
+    st: StepState<CpuBackend>,
+    seqs: Vec<SeqCache>,
+}
+
+/// A fresh [`Setup`] for `n_seqs` sequences of up to `ctx` tokens.
+fn setup(
+    model: &Model<'_, CpuBackend>,
     n_seqs: usize,
     ctx: usize,
     max_tokens: usize,
-) -> Result<
-    (
-        glm5_model::KvPool<CpuBackend>,
-        glm5_model::StepState<CpuBackend>,
-        Vec<SeqCache>,
-    ),
-    glm5_model::ModelError,
-> {
+) -> Result<Setup, ModelError> {
     let bs = 64;
     let per = ctx.div_ceil(bs).max(1);
     let limits = StepLimits {
@@ -186,7 +188,7 @@ fn setup<'m>(
         pool.reserve(&mut s, ctx)?;
         seqs.push(s);
     }
-    Ok((pool, st, seqs))
+    Ok(Setup { pool, st, seqs })
 }
 
 /// Token ids for sequence `s`: a deterministic stream, as llama-bench uses random tokens.
@@ -200,28 +202,26 @@ fn tokens(nv: usize, s: usize, from: usize, n: usize) -> Vec<u32> {
 /// most `ubatch` tokens; logits only for the last token of each.
 fn fill(
     model: &Model<'_, CpuBackend>,
-    pool: &mut glm5_model::KvPool<CpuBackend>,
-    st: &mut glm5_model::StepState<CpuBackend>,
-    seqs: &mut [SeqCache],
+    e: &mut Setup,
     n: usize,
     ubatch: usize,
-) -> Result<(), glm5_model::ModelError> {
+) -> Result<(), ModelError> {
     let nv = model.config().n_vocab;
-    for s in 0..seqs.len() {
+    for (s, seq) in e.seqs.iter_mut().enumerate() {
         let mut done = 0;
         while done < n {
             let m = ubatch.min(n - done);
-            let start = seqs[s].len;
-            let mut plan = BatchPlan::new(pool.block_size());
+            let start = seq.len;
+            let mut plan = BatchPlan::new(e.pool.block_size());
             let last = if done + m == n {
                 Logits::Last
             } else {
                 Logits::None
             };
-            plan.push(&seqs[s], &tokens(nv, s, start, m), start, last)?;
+            plan.push(seq, &tokens(nv, s, start, m), start, last)?;
             let mut logits = vec![0f32; plan.logit_rows().len() * nv];
-            model.step(&plan, pool, st, &mut logits)?;
-            seqs[s].len += m;
+            model.step(&plan, &mut e.pool, &mut e.st, &mut logits)?;
+            seq.len += m;
             done += m;
         }
     }
@@ -229,30 +229,21 @@ fn fill(
 }
 
 /// Prompt tokens per second for `n_prompt` tokens after `depth` tokens of context.
-fn pp(
-    model: &Model<'_, CpuBackend>,
-    a: &Args,
-    depth: usize,
-) -> Result<f64, glm5_model::ModelError> {
+fn pp(model: &Model<'_, CpuBackend>, a: &Args, depth: usize) -> Result<f64, ModelError> {
     let ub = a.ubatch.min(a.n_prompt.max(1)).max(1);
-    let (mut pool, mut st, mut seqs) = setup(model, 1, depth + a.n_prompt, ub)?;
-    fill(model, &mut pool, &mut st, &mut seqs, depth, ub)?;
+    let mut e = setup(model, 1, depth + a.n_prompt, ub)?;
+    fill(model, &mut e, depth, ub)?;
     let t = Instant::now();
-    fill(model, &mut pool, &mut st, &mut seqs, a.n_prompt, ub)?;
+    fill(model, &mut e, a.n_prompt, ub)?;
     Ok(a.n_prompt as f64 / t.elapsed().as_secs_f64())
 }
 
 /// Generated tokens per second (all sequences together) for `n_gen` steps of `b` sequences,
 /// each after `depth` tokens of context.
-fn tg(
-    model: &Model<'_, CpuBackend>,
-    a: &Args,
-    depth: usize,
-    b: usize,
-) -> Result<f64, glm5_model::ModelError> {
+fn tg(model: &Model<'_, CpuBackend>, a: &Args, depth: usize, b: usize) -> Result<f64, ModelError> {
     let ub = a.ubatch.max(b);
-    let (mut pool, mut st, mut seqs) = setup(model, b, depth + a.n_gen + 2, ub)?;
-    fill(model, &mut pool, &mut st, &mut seqs, depth.max(1), a.ubatch)?;
+    let mut e = setup(model, b, depth + a.n_gen + 2, ub)?;
+    fill(model, &mut e, depth.max(1), a.ubatch)?;
     let nv = model.config().n_vocab;
     let mut logits = vec![0f32; b * nv];
     // One untimed step first: it touches the fresh step buffers and the pool pages.
@@ -261,12 +252,12 @@ fn tg(
         if i == 1 {
             t = Instant::now();
         }
-        let mut plan = BatchPlan::new(pool.block_size());
-        for (s, seq) in seqs.iter().enumerate() {
+        let mut plan = BatchPlan::new(e.pool.block_size());
+        for (s, seq) in e.seqs.iter().enumerate() {
             plan.push(seq, &tokens(nv, s, seq.len, 1), seq.len, Logits::Last)?;
         }
-        model.step(&plan, &mut pool, &mut st, &mut logits)?;
-        seqs.iter_mut().for_each(|s| s.len += 1);
+        model.step(&plan, &mut e.pool, &mut e.st, &mut logits)?;
+        e.seqs.iter_mut().for_each(|s| s.len += 1);
     }
     Ok((b * a.n_gen) as f64 / t.elapsed().as_secs_f64())
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use glint_engine::chat::ChatTemplate;
-use glint_engine::generate::{generate, GenerateError, GenerateParams};
+use glint_engine::generate::{generate_while, GenerateError, GenerateParams};
 use glint_engine::sampler::{SampleError, SamplerConfig};
 use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
@@ -146,10 +146,17 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         write!(out, "{}", args.prompt)?;
     }
     out.flush()?;
-    let g = generate(&mut model, &tok, &prompt, &params, |piece| {
-        // A closed stdout (e.g. `| head`) should not abort generation with a panic.
-        let _ = out.write_all(piece.as_bytes());
-        let _ = out.flush();
+    // A failed write (stdout closed by `| head`, a full disk) stops generation at once; the
+    // error is returned after the statistics (main exits quietly on a broken pipe).
+    let mut write_err: Option<std::io::Error> = None;
+    let g = generate_while(&mut model, &tok, &prompt, &params, |piece| {
+        match out.write_all(piece.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => true,
+            Err(e) => {
+                write_err = Some(e);
+                false
+            }
+        }
     });
     let g = match g {
         Err(GenerateError::Sample(SampleError::NonFiniteLogit { token, value })) => {
@@ -165,7 +172,11 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         }
         other => other?,
     };
-    writeln!(out)?;
+    if write_err.is_none() {
+        if let Err(e) = writeln!(out).and_then(|()| out.flush()) {
+            write_err = Some(e);
+        }
+    }
     eprintln!(
         "prompt: {} tokens in {:.2} s ({:.2} tok/s) | generation: {} tokens, {:.2} tok/s | stop: {:?}",
         g.prompt_tokens,
@@ -175,5 +186,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         g.decode_tokens_per_s(),
         g.stop
     );
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
     Ok(())
 }

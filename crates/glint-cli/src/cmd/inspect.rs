@@ -14,6 +14,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::printable::printable;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// GGUF file (any shard of a split model opens all of them).
@@ -157,24 +159,6 @@ impl Serialize for JsonFloat {
             f => s.serialize_f64(f),
         }
     }
-}
-
-/// Text from the file made safe for a terminal: control characters (a forged key could hold
-/// ESC sequences or newlines that fake extra lines) are shown escaped, `\u{1b}`.
-fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return s.into();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
 }
 
 fn write_human(g: &Gguf, out: &mut impl Write) -> io::Result<()> {
