@@ -140,7 +140,10 @@ fn rounded(row: &[f32], ty: CacheType) -> Vec<f32> {
             .map(|&x| half::bf16::from_f32(x).to_f32())
             .collect(),
         CacheType::Fp8 => {
-            let amax = row.iter().fold(0f32, |m, &x| m.max(x.abs()));
+            let amax = row
+                .iter()
+                .filter(|x| x.is_finite())
+                .fold(0f32, |m, &x| m.max(x.abs()));
             let scale = if amax > 0.0 { amax / 448.0 } else { 1.0 };
             row.iter()
                 .map(|&x| {

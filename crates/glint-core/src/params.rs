@@ -82,14 +82,17 @@ pub struct StepSizes {
     /// Most heads of an attention or indexer call, and widest key row.
     pub max_heads: usize,
     pub max_key_row: usize,
-    /// Widest matmul input and output.
-    pub max_cols: usize,
-    pub max_rows: usize,
+    /// (rows, cols) of every distinct matmul activation a step makes: what activation
+    /// quantization buffers must hold.
+    pub act_shapes: [(usize, usize); 5],
+    /// Most rows of one slice of an expert-indexed or per-head weight.
+    pub max_slice_rows: usize,
     pub n_expert: usize,
     pub n_used: usize,
-    /// Expert-indexed (and per-head) products whose weight has no quantized kernel (F32, F16,
-    /// BF16) take a grouping path with its own buffers: its most (token, slice) pairs per call
-    /// and its widest input and output rows; 0 when no such weight exists.
+    /// Expert-indexed (and per-head) products with F32 weights take a grouping path with its
+    /// own buffers (every other type goes through glint-quant's kernels): its most
+    /// (token, slice) pairs per call and its widest input and output rows; 0 when no such
+    /// weight exists.
     pub grouped_slots: usize,
     pub grouped_cols: usize,
     pub grouped_rows: usize,

@@ -62,22 +62,32 @@ impl BlockAllocator {
         }
         Ok(got)
     }
-    /// One more owner of a used block.
-    pub fn retain(&mut self, b: u32) {
-        debug_assert!(self.refs[b as usize] > 0, "retain of free block {b}");
-        self.refs[b as usize] += 1;
+    fn owned(&mut self, b: u32) -> Result<&mut u32> {
+        let n_blocks = self.refs.len();
+        match self.refs.get_mut(b as usize) {
+            Some(r) if *r > 0 => Ok(r),
+            Some(_) => Err(MlaError::BlockNotOwned { block: b }),
+            None => Err(MlaError::BlockOutOfPool { block: b, n_blocks }),
+        }
     }
-    /// One owner fewer; the block is free again when none is left.
-    pub fn release(&mut self, b: u32) {
-        let r = &mut self.refs[b as usize];
-        debug_assert!(*r > 0, "release of free block {b}");
-        *r = r.saturating_sub(1);
+    /// One more owner of a used block (prefix sharing).
+    pub fn retain(&mut self, b: u32) -> Result<()> {
+        *self.owned(b)? += 1;
+        Ok(())
+    }
+    /// One owner fewer; the block is free again when none is left. Releasing a free block is
+    /// an error (it would put the block on the free list twice and hand it to two sequences).
+    pub fn release(&mut self, b: u32) -> Result<()> {
+        let r = self.owned(b)?;
+        *r -= 1;
         if *r == 0 {
             self.free.push(b);
         }
+        Ok(())
     }
+    /// Owners of block `b` (0 when free or outside the pool).
     pub fn ref_count(&self, b: u32) -> u32 {
-        self.refs[b as usize]
+        self.refs.get(b as usize).copied().unwrap_or(0)
     }
 }
 
@@ -163,12 +173,26 @@ impl<B: Backend> KvPool<B> {
         Ok(())
     }
 
-    /// Returns every block of `seq` to the pool and empties it.
-    pub fn release(&mut self, seq: &mut SeqCache) {
+    /// Returns every block of `seq` to the pool and empties it. A block `seq` does not own
+    /// (a stale copy released twice) is an error naming it, and nothing is released.
+    pub fn release(&mut self, seq: &mut SeqCache) -> Result<()> {
         for &b in &seq.blocks {
-            self.blocks.release(b);
+            if self.blocks.ref_count(b) == 0 {
+                return Err(if (b as usize) < self.blocks.n_blocks() {
+                    MlaError::BlockNotOwned { block: b }
+                } else {
+                    MlaError::BlockOutOfPool {
+                        block: b,
+                        n_blocks: self.blocks.n_blocks(),
+                    }
+                });
+            }
+        }
+        for &b in &seq.blocks {
+            self.blocks.release(b)?;
         }
         seq.blocks.clear();
         seq.len = 0;
+        Ok(())
     }
 }

@@ -33,6 +33,17 @@ pub enum MlaError {
     },
     #[error("block table names block {block}, the pool has {n_blocks}")]
     BlockOutOfPool { block: u32, n_blocks: usize },
+    /// A block table (a stale copy of a released sequence) names a free block.
+    #[error("block {block} is not owned by any sequence (released, or never allocated)")]
+    BlockNotOwned { block: u32 },
+    /// Two tokens of one step would write the same cache row.
+    #[error("step plan writes pool row {slot} twice (sequences {a} and {b} share block {block})")]
+    SlotConflict {
+        slot: u32,
+        block: u32,
+        a: usize,
+        b: usize,
+    },
     #[error("scratch for {what} needs {needed} floats, sized for {capacity}")]
     Scratch {
         what: &'static str,

@@ -5,7 +5,9 @@
 
 use glint_core::Backend;
 
-use crate::cache::SeqCache;
+use std::collections::HashMap;
+
+use crate::cache::{BlockAllocator, SeqCache};
 use crate::error::{MlaError, Result};
 
 /// What a step was sized for at load; a plan larger than this is refused.
@@ -36,6 +38,11 @@ pub struct BatchPlan {
     pub(crate) tables: Vec<Vec<u32>>,
     pub(crate) logits: Vec<u32>,
     pub(crate) block_size: usize,
+    /// Per plan sequence, the highest position a next token may have: every position before a
+    /// token must be cached or in the step.
+    next_pos: Vec<usize>,
+    /// Which plan sequence writes into each block, so two never write one row.
+    writers: HashMap<u32, usize>,
 }
 
 impl BatchPlan {
@@ -74,12 +81,13 @@ impl BatchPlan {
     /// for [`Self::add_token`]. [`Self::push`] does both for a run of tokens.
     pub fn add_seq(&mut self, seq: &SeqCache) -> usize {
         self.tables.push(seq.blocks.clone());
+        self.next_pos.push(seq.len);
         self.tables.len() - 1
     }
 
     /// Adds one token of plan sequence `s` at position `pos`; tokens of different sequences
-    /// may interleave in any order. Every position before `pos` must be cached or in this
-    /// step (the caller's invariant: [`Self::push`] checks it for a run).
+    /// may interleave in any order. Every position before `pos` must be cached or already in
+    /// this step (no gap), and no other plan sequence may write the same block.
     pub fn add_token(&mut self, s: usize, token: u32, pos: usize, logits: bool) -> Result<()> {
         let bs = self.block_size;
         let table = self
@@ -93,12 +101,31 @@ impl BatchPlan {
                 reserved,
             });
         }
-        let slot = table[pos / bs] as usize * bs + pos % bs;
+        if pos > self.next_pos[s] {
+            return Err(MlaError::Gap {
+                start: pos,
+                len: self.next_pos[s],
+            });
+        }
+        let block = table[pos / bs];
+        let slot = block as usize * bs + pos % bs;
+        if let Some(&other) = self.writers.get(&block) {
+            if other != s {
+                return Err(MlaError::SlotConflict {
+                    slot: slot as u32,
+                    block,
+                    a: other,
+                    b: s,
+                });
+            }
+        }
         let (Ok(pos32), Ok(slot32)) = (u32::try_from(pos), u32::try_from(slot)) else {
             return Err(MlaError::Plan(format!(
                 "position {pos} / pool row {slot} does not fit u32"
             )));
         };
+        self.writers.insert(block, s);
+        self.next_pos[s] = self.next_pos[s].max(pos + 1);
         if logits {
             self.logits.push(self.tokens.len() as u32);
         }
@@ -166,10 +193,14 @@ impl BatchPlan {
         self.slots.truncate(keep);
         self.logits.retain(|&r| (r as usize) < keep);
         self.tables.truncate(s);
+        self.next_pos.truncate(s);
+        self.writers.retain(|_, w| *w < s);
     }
 
-    /// Checks the plan against what the step was sized for and against the pool.
-    pub fn validate(&self, limits: &StepLimits, n_blocks: usize) -> Result<()> {
+    /// Checks the plan against what the step was sized for and against the pool: every block
+    /// of every table must be in the pool and owned by a sequence.
+    pub fn validate(&self, limits: &StepLimits, blocks: &BlockAllocator) -> Result<()> {
+        let n_blocks = blocks.n_blocks();
         let over = |what: &'static str, n: usize, limit: usize| {
             if n > limit {
                 Err(MlaError::PlanTooLarge { what, n, limit })
@@ -186,6 +217,9 @@ impl BatchPlan {
             over("blocks of one sequence", t.len(), limits.max_blocks)?;
             if let Some(&b) = t.iter().find(|&&b| b as usize >= n_blocks) {
                 return Err(MlaError::BlockOutOfPool { block: b, n_blocks });
+            }
+            if let Some(&b) = t.iter().find(|&&b| blocks.ref_count(b) == 0) {
+                return Err(MlaError::BlockNotOwned { block: b });
             }
         }
         Ok(())
@@ -262,6 +296,18 @@ impl<B: Backend> StepInputs<B> {
             )));
         }
         let mb = self.limits.max_blocks;
+        let over = |what: &'static str, n: usize, limit: usize| {
+            if n > limit {
+                Err(MlaError::PlanTooLarge { what, n, limit })
+            } else {
+                Ok(())
+            }
+        };
+        over("tokens", plan.tokens.len(), self.limits.max_tokens)?;
+        over("sequences", plan.tables.len(), self.limits.max_seqs)?;
+        for t in &plan.tables {
+            over("blocks of one sequence", t.len(), mb)?;
+        }
         for (s, t) in plan.tables.iter().enumerate() {
             let row = &mut self.flat[s * mb..(s + 1) * mb];
             row[..t.len()].copy_from_slice(t);

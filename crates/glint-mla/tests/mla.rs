@@ -342,7 +342,7 @@ fn run(
         let m = chunk.min(t_n - lo);
         let mut plan = BatchPlan::new(block_size);
         plan.push(&seq, &vec![0; m], lo, Logits::None).unwrap();
-        plan.validate(&limits, n_blocks).unwrap();
+        plan.validate(&limits, &pool.blocks).unwrap();
         step.write(&be, &plan).unwrap();
         let mut out = be.alloc(chunk * D).unwrap();
         let x = a[lo * D..(lo + m) * D].to_vec();
@@ -463,7 +463,7 @@ fn pool_exhaustion_is_an_error_and_changes_nothing() {
     );
     assert_eq!(b, SeqCache::default());
     assert_eq!(pool.blocks.n_free(), 1);
-    pool.release(&mut a);
+    pool.release(&mut a).unwrap();
     pool.reserve(&mut b, 5).unwrap();
     assert_eq!(b.blocks.len(), 2);
 }
@@ -483,7 +483,7 @@ fn bad_plans_are_named_errors() {
     // More tokens than the step was sized for.
     let mut plan = BatchPlan::new(4);
     plan.push(&seq, &[1; 5], 0, Logits::Last).unwrap();
-    let e = plan.validate(&limits, 4).unwrap_err();
+    let e = plan.validate(&limits, &pool.blocks).unwrap_err();
     assert_eq!(
         e.to_string(),
         "step plan has 5 tokens, the step was sized for 4"
@@ -503,11 +503,62 @@ fn bad_plans_are_named_errors() {
     };
     let mut plan = BatchPlan::new(4);
     plan.push(&forged, &[1; 2], 0, Logits::Last).unwrap();
-    let e = plan.validate(&limits, 4).unwrap_err();
+    let e = plan.validate(&limits, &pool.blocks).unwrap_err();
     assert_eq!(e.to_string(), "block table names block 7, the pool has 4");
     // A gap after the cached positions.
     let e = BatchPlan::new(4)
         .push(&seq, &[1], 3, Logits::Last)
         .unwrap_err();
     assert!(e.to_string().contains("position 3"), "{e}");
+}
+
+#[test]
+fn stale_tables_shared_rows_and_gaps_are_refused() {
+    let be = CpuBackend::new();
+    let mut pool =
+        KvPool::<CpuBackend>::new(&be, 4, 4, KVL + ROPE, &[None], Default::default()).unwrap();
+    let limits = StepLimits {
+        max_tokens: 8,
+        max_seqs: 2,
+        max_blocks: 2,
+    };
+    let mut seq = SeqCache::default();
+    pool.reserve(&mut seq, 8).unwrap();
+    // The same sequence twice in one step: two tokens would write one row.
+    let mut plan = BatchPlan::new(4);
+    plan.push(&seq, &[1], 0, Logits::Last).unwrap();
+    let e = plan.push(&seq, &[1], 0, Logits::Last).unwrap_err();
+    assert!(e.to_string().contains("writes pool row 0 twice"), "{e}");
+    assert_eq!(
+        plan.n_tokens(),
+        1,
+        "a refused push leaves the plan as it was"
+    );
+    // A token after a gap: position 2 of a sequence with nothing cached.
+    let mut plan = BatchPlan::new(4);
+    let s = plan.add_seq(&seq);
+    plan.add_token(s, 1, 0, false).unwrap();
+    let e = plan.add_token(s, 1, 2, true).unwrap_err();
+    assert!(e.to_string().contains("position 2"), "{e}");
+    // A stale copy of a released sequence: its blocks are free now.
+    let stale = seq.clone();
+    pool.release(&mut seq).unwrap();
+    let mut plan = BatchPlan::new(4);
+    plan.push(&stale, &[1], 0, Logits::Last).unwrap();
+    let e = plan.validate(&limits, &pool.blocks).unwrap_err();
+    assert!(
+        e.to_string().contains("is not owned by any sequence"),
+        "{e}"
+    );
+    // Releasing it again must not free its blocks twice.
+    let mut again = stale.clone();
+    let e = pool.release(&mut again).unwrap_err();
+    assert!(e.to_string().contains("is not owned"), "{e}");
+    assert_eq!(pool.blocks.n_free(), 4);
+    let (mut a, mut b) = (SeqCache::default(), SeqCache::default());
+    pool.reserve(&mut a, 8).unwrap();
+    pool.reserve(&mut b, 8).unwrap();
+    let mut all: Vec<u32> = a.blocks.iter().chain(&b.blocks).copied().collect();
+    all.sort();
+    assert_eq!(all, vec![0, 1, 2, 3], "every block handed out once");
 }

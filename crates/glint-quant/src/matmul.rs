@@ -96,35 +96,46 @@ impl MatmulScratch {
         Self::default()
     }
 
-    /// Sizes the buffers for calls of up to `max_rows` activation rows of at most `max_cols`
-    /// values, and expert-indexed calls over `n_expert` experts with up to `n_slots`
-    /// (token, expert) pairs and `max_weight_rows` rows per expert, so later calls within those
-    /// sizes do not allocate.
+    /// Sizes the buffers for the calls a step makes: `act_shapes` lists each call's activation
+    /// (rows, cols), and the largest quantized size of any of them over every partner format
+    /// (F16/BF16 cost two bytes a value, Q8_K ~1.14) is reserved; expert-indexed calls cover
+    /// up to `n_slices` slices with `n_slots` (token, slice) pairs and `max_slice_rows` rows per
+    /// slice. Later calls within those sizes do not allocate.
     pub fn reserve(
         &mut self,
-        max_rows: usize,
-        max_cols: usize,
-        n_expert: usize,
+        act_shapes: &[(usize, usize)],
+        n_slices: usize,
         n_slots: usize,
-        max_weight_rows: usize,
+        max_slice_rows: usize,
     ) {
-        let cols = max_cols.next_multiple_of(256);
-        let stride = [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K]
+        let partners = [
+            GgmlType::Q8_0,
+            GgmlType::Q8_1,
+            GgmlType::Q8_K,
+            GgmlType::F16,
+            GgmlType::BF16,
+        ];
+        let bytes = act_shapes
             .iter()
-            .filter_map(|&p| dot::activation_bytes(p, cols).ok())
+            .map(|&(rows, cols)| {
+                let cols = cols.next_multiple_of(256);
+                let stride = partners
+                    .iter()
+                    .filter_map(|&p| dot::activation_bytes(p, cols).ok())
+                    .max()
+                    .unwrap_or(0);
+                rows * stride
+            })
             .max()
             .unwrap_or(0);
-        let grow = |v: &mut Vec<u64>, len: usize| {
-            if v.len() < len {
-                v.resize(len, 0);
-            }
-        };
-        grow(&mut self.act, (stride * max_rows).div_ceil(8));
-        self.expert_start.reserve(n_expert + 1);
+        if self.act.len() * 8 < bytes {
+            self.act.resize(bytes.div_ceil(8), 0);
+        }
+        self.expert_start.reserve(n_slices + 1);
         self.slots.reserve(n_slots);
-        let active = n_expert.min(n_slots);
+        let active = n_slices.min(n_slots);
         self.tasks
-            .reserve(n_expert.max(active * max_weight_rows.div_ceil(16)));
+            .reserve(n_slices.max(active * max_slice_rows.div_ceil(16)));
     }
 
     /// Quantizes the rows of `x` (each `cols` long) to `partner`; see [`quantize_rows`].

@@ -33,10 +33,10 @@ pub struct Model<'a, B: Backend> {
     float_experts: bool,
 }
 
-/// Whether a weight of this type has no quantized kernel (it is multiplied as floats).
+/// Whether a 3-D weight of this type takes the backend's float grouping path (F32; F16 and
+/// BF16 go through glint-quant's kernels like the block types).
 fn is_float(ty: glint_core::GgmlType) -> bool {
-    use glint_core::GgmlType::{BF16, F16, F32};
-    matches!(ty, F32 | F16 | BF16)
+    ty == glint_core::GgmlType::F32
 }
 
 /// Everything one step writes besides the cache: per-step inputs and scratch, sized once for
@@ -201,15 +201,26 @@ impl<'a, B: Backend> Model<'a, B> {
         let c = &self.cfg;
         let d = &self.dims;
         let ix = c.indexer.as_ref();
-        let widest = [
-            c.d_model,
-            c.d_ff,
-            c.d_ff_exp * c.n_expert_shared.max(1),
-            d.q_lora,
-            d.n_heads * d.v_dim,
-            d.n_heads * d.qk_dim(),
-            c.n_vocab,
+        let shared_ff = c.d_ff_exp * c.n_expert_shared.max(1);
+        // Activation (rows, cols) of every matmul kind: token-wide projections (the widest
+        // input among d_model, q_lora, the attention output, the dense and shared FFN), the
+        // head over the logits rows, the per-head absorption products, and the routed experts'
+        // down projection (one row per chosen expert).
+        let token_cols = [c.d_model, d.q_lora, d.n_heads * d.v_dim, c.d_ff, shared_ff]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let act_shapes = [
+            (n, token_cols),
+            (logit_rows, c.d_model),
+            (n * d.n_heads, d.nope.max(d.kv_lora)),
+            (n * c.n_expert_used, c.d_ff_exp),
+            (n, c.d_model),
         ];
+        let max_slice_rows = [d.kv_lora, d.v_dim, c.d_model, 2 * c.d_ff_exp]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
         let (mut slots, mut cols, mut rows) = (0, 0, 0);
         if self.float_heads {
             slots = n * d.n_heads;
@@ -231,8 +242,8 @@ impl<'a, B: Backend> Model<'a, B> {
             },
             max_heads: d.n_heads.max(ix.map_or(0, |ix| ix.n_heads)),
             max_key_row: d.row().max(ix.map_or(0, |ix| ix.head_dim)),
-            max_cols: widest.iter().copied().max().unwrap_or(0),
-            max_rows: widest.iter().copied().max().unwrap_or(0),
+            act_shapes,
+            max_slice_rows,
             n_expert: c.n_expert,
             n_used: c.n_expert_used,
             grouped_slots: slots,
@@ -269,7 +280,7 @@ impl<'a, B: Backend> Model<'a, B> {
     }
 
     fn check_plan(&self, plan: &BatchPlan, pool: &KvPool<B>, st: &StepState<B>) -> Result<()> {
-        plan.validate(&st.inputs.limits, pool.blocks.n_blocks())?;
+        plan.validate(&st.inputs.limits, &pool.blocks)?;
         if plan.logit_rows().len() > st.max_logit_rows {
             return Err(ModelError::Mla(glint_mla::MlaError::PlanTooLarge {
                 what: "logits rows",
@@ -577,8 +588,13 @@ impl<'a, B: Backend> Glm5<'a, B> {
                     }
                 });
             if let Err(e) = r {
-                // The rows this call wrote are past the valid length again.
-                self.seq.len = before.min(start);
+                // A refused first chunk wrote nothing: the cache is as it was. After that, rows
+                // from `start` on may have been overwritten: only those before it stay valid.
+                self.seq.len = if done == 0 && refused(&e) {
+                    before
+                } else {
+                    start
+                };
                 return Err(e);
             }
             if self.record_selections {
@@ -628,6 +644,14 @@ impl<'a, B: Backend> Glm5<'a, B> {
             })
             .collect()
     }
+}
+
+/// Whether a step failed in its up-front checks (so it wrote nothing).
+fn refused(e: &ModelError) -> bool {
+    matches!(
+        e,
+        ModelError::Mla(_) | ModelError::TokenOutOfRange { .. } | ModelError::Gap { .. }
+    )
 }
 
 /// The callback of [`Glm5::forward_tapped`] and [`Model::step_tapped`]: (where, trunk layer, hidden states).

@@ -10,8 +10,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{case, case_gguf, fixture_dir, ids_of, reference};
-use glint_gguf::Gguf;
-use glm5_model::{BatchPlan, CpuBackend, Logits, Model, SeqCache, StepLimits};
+use glint_gguf::{write_gguf, GgmlType, Gguf, TensorSpec};
+use glm5_model::{
+    BatchPlan, CacheType, CacheTypes, CpuBackend, Logits, Model, SeqCache, StepLimits,
+};
 
 struct Counting;
 
@@ -53,12 +55,20 @@ fn steps_do_not_allocate() {
     let c = case(&r, "medium");
     let ids = ids_of(&c["ids"]);
     let lc = fixture_dir().join("llamacpp");
+    // BF16 and F16 weights take glint-quant's kernels with 2-byte activations.
+    let dir = tempfile::tempdir().unwrap();
+    let bf16 = dir.path().join("tiny-bf16.gguf");
+    let f16 = dir.path().join("tiny-f16.gguf");
+    convert(&case_gguf(&r, c), &bf16, GgmlType::BF16);
+    convert(&case_gguf(&r, c), &f16, GgmlType::F16);
     for path in [
         case_gguf(&r, c),
         lc.join("glm5-tiny-lc-q8_0.gguf"),
         lc.join("glm5-tiny-lc-q4_0.gguf"),
+        bf16,
+        f16,
     ] {
-        let counts = count_step_allocations(&Gguf::open(&path).unwrap(), &ids);
+        let counts = count_step_allocations(&Gguf::open(&path).unwrap(), &ids, Default::default());
         eprintln!(
             "{}: allocations (count, bytes) per step: {counts:?}",
             path.display()
@@ -69,11 +79,64 @@ fn steps_do_not_allocate() {
             path.display()
         );
     }
+    steps_with_16_bit_and_fp8_caches_do_not_allocate();
+}
+
+/// Called from [`steps_do_not_allocate`]: the counter is process-wide, so the counted steps
+/// must not overlap with another test's work.
+fn steps_with_16_bit_and_fp8_caches_do_not_allocate() {
+    // Non-f32 caches are decoded row by row: attention gathers at most top-k rows, the indexer
+    // none.
+    let r = reference();
+    let c = case(&r, "medium");
+    let ids = ids_of(&c["ids"]);
+    let g = Gguf::open(case_gguf(&r, c)).unwrap();
+    for (latent, index) in [
+        (CacheType::F16, CacheType::F16),
+        (CacheType::Bf16, CacheType::F16),
+        (CacheType::Fp8, CacheType::Fp8),
+    ] {
+        let counts = count_step_allocations(&g, &ids, CacheTypes { latent, index });
+        eprintln!("{latent}/{index} cache: allocations per step {counts:?}");
+        assert!(counts.iter().all(|&(n, _)| n == 0), "{latent}: {counts:?}");
+    }
+}
+
+/// A copy of `src` with every 2-D and 3-D weight except the router and indexer projection
+/// stored as `ty` (as llama.cpp's converter keeps those F32).
+fn convert(src: &std::path::Path, dst: &std::path::Path, ty: GgmlType) {
+    let g = Gguf::open(src).unwrap();
+    let mut out: Vec<(TensorSpec, Vec<u8>)> = Vec::new();
+    for t in g.tensors() {
+        let keep = t.dims.len() == 1
+            || t.name.ends_with("ffn_gate_inp.weight")
+            || t.name.ends_with("indexer.proj.weight");
+        let data = g.tensor_data(t);
+        let (ty, bytes) = if keep {
+            (t.ty, data.to_vec())
+        } else {
+            let f: Vec<f32> = data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let mut q = vec![0u8; f.len() * 2];
+            glint_quant::quantize(ty, &f, &mut q).unwrap();
+            (ty, q)
+        };
+        let spec = TensorSpec {
+            name: t.name.clone(),
+            ty,
+            dims: t.dims.clone(),
+        };
+        out.push((spec, bytes));
+    }
+    let tensors: Vec<(TensorSpec, &[u8])> = out.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    write_gguf(dst, g.metadata().entries(), &tensors).unwrap();
 }
 
 /// Runs `ids` as two sequences (20-token prefill chunks of one, single tokens of the other)
 /// and returns the allocations made during each step.
-fn count_step_allocations(g: &Gguf, ids: &[u32]) -> Vec<(usize, usize)> {
+fn count_step_allocations(g: &Gguf, ids: &[u32], cache: CacheTypes) -> Vec<(usize, usize)> {
     let model = Model::load(g, CpuBackend::new()).unwrap();
     let nv = model.config().n_vocab;
     let bs = 16;
@@ -82,7 +145,7 @@ fn count_step_allocations(g: &Gguf, ids: &[u32]) -> Vec<(usize, usize)> {
         max_seqs: 2,
         max_blocks: 16,
     };
-    let mut pool = model.new_pool(32, bs, Default::default()).unwrap();
+    let mut pool = model.new_pool(32, bs, cache).unwrap();
     let mut st = model.new_step_state(limits, bs, 32).unwrap();
     let mut seqs = [SeqCache::default(), SeqCache::default()];
     for s in &mut seqs {

@@ -65,6 +65,8 @@ thread_local! {
     static KEYS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static SCORES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static TOPK: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+    /// One decoded key row (indexer keys in an f16/fp8 pool).
+    static ROW: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Sizes this thread's attention scratch for steps up to `s`.
@@ -77,6 +79,7 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
         slot.set(v);
     };
     grow(&KEYS, s.max_gathered_keys * s.max_key_row);
+    grow(&ROW, s.max_key_row);
     grow(&SCORES, s.max_heads * s.kv_capacity);
     let mut t = TOPK.take();
     t.reserve(s.kv_capacity);
@@ -153,17 +156,19 @@ fn dense_keys<'p>(
         .enumerate()
         .all(|(i, &b)| b as usize == first + i);
     if let (true, Some(rows)) = (consecutive, pool.as_f32()) {
-        let lo = first * bs * dk;
-        return rows.get(lo..lo + nk * dk).ok_or(CoreError::Index {
-            op,
-            index: first * bs + nk,
-            limit: pool.rows,
-        });
+        let lo = first.saturating_mul(bs).saturating_mul(dk);
+        return rows
+            .get(lo..lo.saturating_add(nk * dk))
+            .ok_or(CoreError::Index {
+                op,
+                index: first * bs + nk,
+                limit: pool.rows,
+            });
     }
     buf.clear();
     buf.resize(nk * dk, 0.0);
     for (t, out) in buf.chunks_exact_mut(dk).enumerate() {
-        let r = blocks[t / bs] as usize * bs + t % bs;
+        let r = (blocks[t / bs] as usize).saturating_mul(bs) + t % bs;
         pool.read_row(op, r, out)?;
     }
     Ok(&buf[..])
@@ -191,7 +196,7 @@ fn selected_keys<'p>(
             index: t,
             limit: table.len() * bs,
         })? as usize;
-        pool.read_row(op, b * bs + t % bs, out)?;
+        pool.read_row(op, b.saturating_mul(bs) + t % bs, out)?;
     }
     Ok(&buf[..])
 }
@@ -260,7 +265,7 @@ pub(crate) fn mla_attention(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, h, dk, dv) = (p.n_tokens, p.n_heads, p.dk, p.dv);
-    if dv > dk || dk == 0 || pages.block_size == 0 || cache.dim != dk {
+    if dv > dk || dk == 0 || dv == 0 || h == 0 || pages.block_size == 0 || cache.dim != dk {
         return Err(CoreError::Param {
             op: "mla_attention",
             msg: format!(
@@ -306,7 +311,7 @@ pub(crate) fn indexer_scores(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, hi, d, nkv) = (p.n_tokens, p.n_heads, p.head_dim, p.n_kv);
-    if d == 0 || pages.block_size == 0 || keys.dim != d {
+    if d == 0 || hi == 0 || pages.block_size == 0 || keys.dim != d {
         return Err(CoreError::Param {
             op: "indexer_scores",
             msg: format!(
@@ -329,6 +334,7 @@ pub(crate) fn indexer_scores(
         let ws = &w[s * hi..(s + 1) * hi];
         let qs = &q[s * hi * d..(s + 1) * hi * d];
         let table = pages.table("indexer_scores", s)?;
+        let bs = pages.block_size;
         // score(t) = Σ_j w_j · ReLU(q_j · k_t), the sum over heads in order.
         let score = |k: &[f32]| -> f32 {
             let mut r = 0f32;
@@ -337,24 +343,32 @@ pub(crate) fn indexer_scores(
             }
             r
         };
-        with_scratch(&KEYS, 0, |buf| {
-            let k = dense_keys("indexer_scores", keys, table, pages.block_size, nk, buf)?;
-            if inner_par(across, hi * nk * d) {
-                row[..nk]
-                    .par_chunks_mut(64)
-                    .zip(k.par_chunks(64 * d))
-                    .for_each(|(r, kc)| {
-                        for (ri, kt) in r.iter_mut().zip(kc.chunks_exact(d)) {
-                            *ri = score(kt);
-                        }
-                    });
-            } else {
-                for (ri, kt) in row[..nk].iter_mut().zip(k.chunks_exact(d)) {
-                    *ri = score(kt);
+        // Keys are scored where they lie (an f32 pool) or decoded one row at a time, so the
+        // indexer never gathers a sequence's whole key history.
+        let scores = |first: usize, r: &mut [f32]| -> Result<()> {
+            with_scratch(&ROW, d, |tmp| {
+                for (i, ri) in r.iter_mut().enumerate() {
+                    let t = first + i;
+                    let b = *table.get(t / bs).ok_or(CoreError::Index {
+                        op: "indexer_scores",
+                        index: t,
+                        limit: table.len() * bs,
+                    })? as usize;
+                    let r = b.saturating_mul(bs) + t % bs;
+                    let k = keys.row("indexer_scores", r, &mut tmp[..d])?;
+                    *ri = score(k);
                 }
-            }
-            Ok::<(), CoreError>(())
-        })?;
+                Ok(())
+            })
+        };
+        if inner_par(across, hi * nk * d) {
+            row[..nk]
+                .par_chunks_mut(64)
+                .enumerate()
+                .try_for_each(|(c, r)| scores(c * 64, r))?;
+        } else {
+            scores(0, &mut row[..nk])?;
+        }
         row[nk..].fill(f32::NEG_INFINITY);
         Ok(())
     };

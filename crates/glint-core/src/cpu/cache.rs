@@ -66,6 +66,24 @@ impl CpuCache {
         Ok(())
     }
 
+    /// Row `r`: in place when stored as f32, else decoded into `tmp[..dim]`.
+    pub(crate) fn row<'a>(
+        &'a self,
+        op: &'static str,
+        r: usize,
+        tmp: &'a mut [f32],
+    ) -> Result<&'a [f32]> {
+        self.check(op, r)?;
+        let d = self.dim;
+        match &self.data {
+            Data::F32(v) => Ok(&v[r * d..(r + 1) * d]),
+            _ => {
+                self.read_row(op, r, tmp)?;
+                Ok(&tmp[..d])
+            }
+        }
+    }
+
     /// Row `r` decoded into `out[..dim]`.
     pub(crate) fn read_row(&self, op: &'static str, r: usize, out: &mut [f32]) -> Result<()> {
         self.check(op, r)?;
@@ -108,7 +126,12 @@ impl CpuCache {
                 .zip(src)
                 .for_each(|(o, &x)| *o = bf16::from_f32(x)),
             Data::Fp8 { codes, scales } => {
-                let amax = src.iter().fold(0f32, |m, &x| m.max(x.abs()));
+                // Over finite values: an inf saturates to ±448·scale instead of making the
+                // scale inf (which would turn every other value of the row into NaN).
+                let amax = src
+                    .iter()
+                    .filter(|x| x.is_finite())
+                    .fold(0f32, |m, &x| m.max(x.abs()));
                 let scale = if amax > 0.0 { amax / FP8_MAX } else { 1.0 };
                 scales[r] = scale;
                 codes[r * d..(r + 1) * d]

@@ -78,7 +78,8 @@ pub(crate) fn rope(
     p: &RopeParams,
 ) -> Result<()> {
     let half = p.n_rot / 2;
-    if !p.n_rot.is_multiple_of(2) || p.offset + p.n_rot > p.head_dim {
+    if !p.n_rot.is_multiple_of(2) || p.offset + p.n_rot > p.head_dim || p.n_heads * p.head_dim == 0
+    {
         return Err(CoreError::Param {
             op: "rope",
             msg: format!(

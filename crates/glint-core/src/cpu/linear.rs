@@ -28,9 +28,8 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
     let slots = s.max_tokens * s.n_used.max(s.max_heads);
     let slices = s.n_expert.max(s.max_heads);
     SCRATCH.with(|m| {
-        let rows = s.max_tokens.max(slots);
         m.borrow_mut()
-            .reserve(rows, s.max_cols, slices, slots, s.max_rows)
+            .reserve(&s.act_shapes, slices, slots, s.max_slice_rows)
     });
     let mut g = GROUPS.take();
     g.starts.reserve(s.n_expert.max(s.max_heads) + 1);
