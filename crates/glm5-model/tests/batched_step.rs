@@ -166,15 +166,17 @@ fn chunked_prefill_equals_one_shot_on_every_fixture_prompt() {
         let ids = ids_of(&c["ids"]);
         let name = c["name"].as_str().unwrap();
         let one_shot = alone(&g, &ids, ids.len(), 64);
-        for ubatch in [1, 7, 64] {
-            // Block sizes that do and do not divide the micro-batch.
-            for bs in [16, 5] {
-                let got = alone(&g, &ids, ubatch, bs);
-                assert!(
-                    got == one_shot,
-                    "{name}: --ubatch {ubatch}, block {bs} differs"
-                );
+        // Block sizes that do and do not divide the micro-batch; the 3006-token prompt one
+        // token per step only once (3006 steps).
+        for (ubatch, bs) in [(1, 16), (1, 5), (7, 16), (7, 5), (64, 16), (64, 5)] {
+            if ids.len() > 2048 && ubatch == 1 && bs == 5 {
+                continue;
             }
+            let got = alone(&g, &ids, ubatch, bs);
+            assert!(
+                got == one_shot,
+                "{name}: --ubatch {ubatch}, block {bs} differs"
+            );
         }
         eprintln!(
             "{name}: {} tokens, ubatch 1/7/64 x block 16/5 = one shot",
