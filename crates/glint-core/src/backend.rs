@@ -38,6 +38,14 @@ pub trait Backend: Send + Sync {
     /// Whether `upload_weight` + the matmul ops accept this GGML type.
     fn supports_weight_type(&self, ty: GgmlType) -> bool;
 
+    /// Runs one step's worth of ops: where the backend wants them issued from. The default
+    /// runs `f` here; the CPU backend runs it on a thread of its pool, so each op's parallel
+    /// loop starts on a worker instead of waking one and waiting for it (which, for decode's
+    /// many small ops, costs more than the ops).
+    fn run_step<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        f()
+    }
+
     /// Sizes the backend's own scratch for steps up to `s`, once at load (default: nothing to
     /// size). After it, a step within those sizes allocates nothing.
     fn prepare_step(&self, s: &StepSizes) -> Result<()> {

@@ -263,7 +263,8 @@ impl<'a, B: Backend> Model<'a, B> {
         st: &mut StepState<B>,
         logits: &mut [f32],
     ) -> Result<()> {
-        self.step_inner(plan, pool, st, logits, None)
+        self.be
+            .run_step(|| self.step_inner(plan, pool, st, logits, None))
     }
 
     /// [`Self::step`] with `tap` shown (and allowed to overwrite) the hidden states

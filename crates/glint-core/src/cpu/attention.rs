@@ -174,6 +174,28 @@ fn dense_keys<'p>(
     Ok(&buf[..])
 }
 
+/// Logical keys `0..nk` as one slice of an f32 pool, when the blocks holding them are
+/// consecutive.
+fn contiguous_f32<'p>(
+    pool: &'p CpuCache,
+    table: &[u32],
+    bs: usize,
+    nk: usize,
+) -> Option<&'p [f32]> {
+    let rows = pool.as_f32()?;
+    let blocks = table.get(..nk.div_ceil(bs))?;
+    let first = *blocks.first()? as usize;
+    if !blocks
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b as usize == first + i)
+    {
+        return None;
+    }
+    let lo = first.checked_mul(bs)?.checked_mul(pool.dim)?;
+    rows.get(lo..lo.checked_add(nk.checked_mul(pool.dim)?)?)
+}
+
 /// Rows of the logical keys `sel` (those `≤ pos`) gathered (and decoded) from the pool.
 #[allow(clippy::too_many_arguments)]
 fn selected_keys<'p>(
@@ -343,9 +365,18 @@ pub(crate) fn indexer_scores(
             }
             r
         };
-        // Keys are scored where they lie (an f32 pool) or decoded one row at a time, so the
-        // indexer never gathers a sequence's whole key history.
+        // Keys are scored in place when the sequence's rows are one f32 run (a fresh pool), else
+        // found row by row and, in an f16/fp8 pool, decoded one at a time: the indexer never
+        // gathers a sequence's whole key history.
+        let run = contiguous_f32(keys, table, bs, nk);
         let scores = |first: usize, r: &mut [f32]| -> Result<()> {
+            if let Some(all) = run {
+                let k = &all[first * d..(first + r.len()) * d];
+                for (ri, kt) in r.iter_mut().zip(k.chunks_exact(d)) {
+                    *ri = score(kt);
+                }
+                return Ok(());
+            }
             with_scratch(&ROW, d, |tmp| {
                 for (i, ri) in r.iter_mut().enumerate() {
                     let t = first + i;
@@ -354,9 +385,8 @@ pub(crate) fn indexer_scores(
                         index: t,
                         limit: table.len() * bs,
                     })? as usize;
-                    let r = b.saturating_mul(bs) + t % bs;
-                    let k = keys.row("indexer_scores", r, &mut tmp[..d])?;
-                    *ri = score(k);
+                    let rr = b.saturating_mul(bs) + t % bs;
+                    *ri = score(keys.row("indexer_scores", rr, &mut tmp[..d])?);
                 }
                 Ok(())
             })

@@ -48,6 +48,11 @@ impl Backend for CpuBackend {
         weight::decodable(ty)
     }
 
+    fn run_step<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        // In place when already on a pool thread (an engine loop inside the pool).
+        rayon::scope(|_| f())
+    }
+
     fn prepare_step(&self, s: &StepSizes) -> Result<()> {
         // The kernel family is chosen once per process; choose it now, not inside a step.
         let _ = glint_quant::dot::isa();
