@@ -65,9 +65,146 @@ unsafe fn avx2_impl(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// `out[i·stride] = dot_f32_ordered(rows[i·dim ..][..dim], x)` for every row: the same bits as
+/// one call per row, with the AVX2 kernel taking four rows per pass over `x` (each row keeps
+/// its own eight-lane accumulator in the same order), so `x` is loaded once per four rows.
+pub fn dot_f32_ordered_rows(rows: &[f32], dim: usize, x: &[f32], out: &mut [f32], stride: usize) {
+    let m = if dim == 0 { 0 } else { rows.len() / dim };
+    assert!(
+        x.len() >= dim && (m == 0 || out.len() > (m - 1) * stride),
+        "dot rows extents"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() != Isa::Scalar && dim.is_multiple_of(8) {
+        let mut i = 0;
+        while i + 4 <= m {
+            // SAFETY: AVX2 + FMA are present (non-scalar family); rows i..i+4 are in bounds.
+            let d = unsafe { avx2_dot4(&rows[i * dim..(i + 4) * dim], dim, &x[..dim]) };
+            for (r, v) in d.into_iter().enumerate() {
+                out[(i + r) * stride] = v;
+            }
+            i += 4;
+        }
+        for r in i..m {
+            out[r * stride] = dot_f32_ordered(&rows[r * dim..(r + 1) * dim], &x[..dim]);
+        }
+        return;
+    }
+    for r in 0..m {
+        out[r * stride] = dot_f32_ordered(&rows[r * dim..(r + 1) * dim], &x[..dim]);
+    }
+}
+
+/// `o[j] += p[t]·v_t[j]` for the rows `v_t = vs[t·stride ..][..o.len()]`, `t` in order, each step
+/// a multiply then an add (two roundings, as `o[j] += p * v` in Rust): the same bits as that
+/// loop on every kernel family, with the AVX2 path holding `o` in registers across four rows.
+pub fn axpy_rows_ordered(p: &[f32], vs: &[f32], stride: usize, o: &mut [f32]) {
+    let n = o.len();
+    assert!(
+        p.is_empty() || vs.len() >= (p.len() - 1) * stride + n,
+        "axpy rows extents"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() != Isa::Scalar {
+        // SAFETY: AVX2 is present (non-scalar family); extents checked above.
+        unsafe { avx2_axpy_rows(p, vs, stride, o) };
+        return;
+    }
+    for (t, &pt) in p.iter().enumerate() {
+        let v = &vs[t * stride..t * stride + n];
+        for (oj, &vj) in o.iter_mut().zip(v) {
+            *oj += pt * vj;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_dot4(rows: &[f32], dim: usize, x: &[f32]) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let (r0, r1, r2, r3) = (
+        rows.as_ptr(),
+        rows.as_ptr().add(dim),
+        rows.as_ptr().add(2 * dim),
+        rows.as_ptr().add(3 * dim),
+    );
+    let mut a = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i < dim {
+        let xv = _mm256_loadu_ps(x.as_ptr().add(i));
+        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(r0.add(i)), xv, a[0]);
+        a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(r1.add(i)), xv, a[1]);
+        a[2] = _mm256_fmadd_ps(_mm256_loadu_ps(r2.add(i)), xv, a[2]);
+        a[3] = _mm256_fmadd_ps(_mm256_loadu_ps(r3.add(i)), xv, a[3]);
+        i += 8;
+    }
+    a.map(|v| super::x86_util::hsum_ps(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_axpy_rows(p: &[f32], vs: &[f32], stride: usize, o: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = o.len();
+    let n8 = n / 8 * 8;
+    let mut j = 0;
+    while j < n8 {
+        let mut acc = _mm256_loadu_ps(o.as_ptr().add(j));
+        for (t, &pt) in p.iter().enumerate() {
+            let v = _mm256_loadu_ps(vs.as_ptr().add(t * stride + j));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(pt), v));
+        }
+        _mm256_storeu_ps(o.as_mut_ptr().add(j), acc);
+        j += 8;
+    }
+    for (t, &pt) in p.iter().enumerate() {
+        for jj in n8..n {
+            o[jj] += pt * vs[t * stride + jj];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocked_kernels_equal_one_at_a_time() {
+        let mut seed = 0x2545f4914f6cdd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+        };
+        for (m, dim) in [(1, 8), (4, 64), (7, 576), (9, 13)] {
+            let rows: Vec<f32> = (0..m * dim).map(|_| next()).collect();
+            let x: Vec<f32> = (0..dim).map(|_| next()).collect();
+            let mut out = vec![0f32; m * 3];
+            dot_f32_ordered_rows(&rows, dim, &x, &mut out, 3);
+            for r in 0..m {
+                let want = dot_f32_ordered(&rows[r * dim..(r + 1) * dim], &x);
+                assert_eq!(out[r * 3].to_bits(), want.to_bits(), "row {r} of {m}x{dim}");
+            }
+        }
+        for (t_n, n) in [(1, 8), (5, 512), (3, 13)] {
+            let p: Vec<f32> = (0..t_n).map(|_| next()).collect();
+            let vs: Vec<f32> = (0..t_n * (n + 5)).map(|_| next()).collect();
+            let mut o: Vec<f32> = (0..n).map(|_| next()).collect();
+            let mut want = o.clone();
+            for t in 0..t_n {
+                for j in 0..n {
+                    want[j] += p[t] * vs[t * (n + 5) + j];
+                }
+            }
+            axpy_rows_ordered(&p, &vs, n + 5, &mut o);
+            assert_eq!(
+                o.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{t_n} rows of {n}"
+            );
+        }
+    }
 
     /// The order written out with f64 products rounded the way one FMA rounds: an independent
     /// statement of tinyBLAS's accumulation for n = 8m.

@@ -33,7 +33,7 @@ use glint_gguf::GgmlType;
 use crate::error::QuantError;
 
 pub use act::{activation_bytes, quantize_activation};
-pub use f32_order::dot_f32_ordered;
+pub use f32_order::{axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_rows};
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
 /// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
