@@ -69,7 +69,7 @@ unsafe fn avx2_impl(a: &[f32], b: &[f32]) -> f32 {
 /// one call per row, with the AVX2 kernel taking four rows per pass over `x` (each row keeps
 /// its own eight-lane accumulator in the same order), so `x` is loaded once per four rows.
 pub fn dot_f32_ordered_rows(rows: &[f32], dim: usize, x: &[f32], out: &mut [f32], stride: usize) {
-    let m = if dim == 0 { 0 } else { rows.len() / dim };
+    let m = rows.len().checked_div(dim).unwrap_or(0);
     assert!(
         x.len() >= dim && (m == 0 || out.len() > (m - 1) * stride),
         "dot rows extents"
