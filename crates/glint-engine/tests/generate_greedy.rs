@@ -2,6 +2,8 @@
 //! continuation (`greedy_new_tokens` in fixtures/glm5/reference.json: 32 argmax steps, full
 //! recompute per step, end-of-generation tokens do not stop it).
 
+// The fixture helpers of the model crate's tests (one copy for both crates).
+#[path = "../../glm5-model/tests/common/mod.rs"]
 mod common;
 
 use common::{case_gguf, ids_of, reference};

@@ -3,6 +3,8 @@
 //! smaller than their prompts (so prompts are chunked next to other requests' decode tokens)
 //! each produce transformers' greedy continuation (reference.json `greedy_new_tokens`).
 
+// The fixture helpers of the model crate's tests (one copy for both crates).
+#[path = "../../glm5-model/tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;

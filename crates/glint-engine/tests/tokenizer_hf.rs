@@ -2,6 +2,8 @@
 //! `tokenizers` 0.23.3 and prompts from `transformers.apply_chat_template` 5.24.0, recorded by
 //! fixtures/make_glm5_fixtures.py in tokenizer_cases.json / chat_cases.json.
 
+// The fixture helpers of the model crate's tests (one copy for both crates).
+#[path = "../../glm5-model/tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;
