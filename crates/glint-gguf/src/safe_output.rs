@@ -90,6 +90,11 @@ impl SafeOutput {
         let mut last_err = None;
         for n in 0..TEMP_ATTEMPTS {
             let temp = dir.join(format!(".{name}.glint-tmp-{pid}-{n}"));
+            // Registered before the file exists, so a signal at any moment after its creation
+            // removes it. A name that turns out to be taken holds a temporary of an earlier
+            // process with this pid, which is garbage either way.
+            #[cfg(unix)]
+            let mut on_signal = signals::register(&temp);
             match OpenOptions::new().write(true).create_new(true).open(&temp) {
                 Ok(file) => {
                     // Replacing a file keeps its permissions (a private 0600 output stays so).
@@ -101,13 +106,19 @@ impl SafeOutput {
                         target: target.to_path_buf(),
                         dest,
                         #[cfg(unix)]
-                        on_signal: signals::register(&temp),
+                        on_signal,
                         temp,
                         file: Some(file),
                     });
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
-                Err(e) => return Err(io_err(target, "cannot create a temporary file", e)),
+                Err(e) => {
+                    #[cfg(unix)]
+                    signals::unregister(&mut on_signal);
+                    if e.kind() != io::ErrorKind::AlreadyExists {
+                        return Err(io_err(target, "cannot create a temporary file", e));
+                    }
+                    last_err = Some(e);
+                }
             }
         }
         Err(io_err(
