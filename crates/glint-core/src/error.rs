@@ -28,6 +28,9 @@ pub enum CoreError {
     /// context, the batch or the pool.
     #[error("cannot allocate {what}: {bytes} bytes")]
     Alloc { what: &'static str, bytes: u128 },
+    /// A device (GPU driver, compiler, library) call failed: `op` says what glint was doing.
+    #[error("{op}: {msg}")]
+    Device { op: &'static str, msg: String },
     #[error("quant kernel: {0}")]
     Quant(#[from] QuantError),
 }
@@ -36,12 +39,7 @@ pub type Result<T> = std::result::Result<T, CoreError>;
 
 /// Checks that a buffer holds at least `expected` elements (buffers may be larger than the
 /// current batch: they are reused across calls to avoid allocating on the decode path).
-pub(crate) fn need(
-    op: &'static str,
-    what: &'static str,
-    expected: usize,
-    found: usize,
-) -> Result<()> {
+pub fn need(op: &'static str, what: &'static str, expected: usize, found: usize) -> Result<()> {
     if found < expected {
         return Err(CoreError::Shape {
             op,

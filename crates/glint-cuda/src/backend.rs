@@ -1,0 +1,431 @@
+//! `CudaBackend`: the device, its one stream, the compiled kernel modules, and the `Backend`
+//! impl, which checks sizes on the host and hands each op to its family's launcher
+//! (`elementwise.rs`, `quant.rs`, `moe.rs`, `attention.rs`).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
+    ValidAsZeroBits,
+};
+use glint_core::error::need;
+use glint_core::{
+    AttnParams, Backend, CacheType, CoreError, GgmlType, IndexerParams, Pages, Result, RopeParams,
+    RouterParams, StepSizes,
+};
+
+use crate::buffers::{CudaBuf, CudaCache, CudaIds, CudaWeight};
+use crate::compile::{self, Family};
+use crate::device::{self, DeviceInfo};
+
+pub struct CudaBackend {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    modules: HashMap<Family, Arc<CudaModule>>,
+    funcs: Mutex<HashMap<&'static str, CudaFunction>>,
+    pub(crate) quant: crate::quant::QuantState,
+    pub(crate) attn: crate::attention::AttnState,
+}
+
+/// Maps a driver error to a [`CoreError`] naming the op.
+pub(crate) fn dev(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CoreError {
+    move |e| CoreError::Device {
+        op,
+        msg: e.to_string(),
+    }
+}
+
+/// A size as the `int` kernels take, or an error naming the op (a 2³¹ row count is a bug or a
+/// hostile file, not something to truncate).
+pub(crate) fn int(op: &'static str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| CoreError::Param {
+        op,
+        msg: format!("{v} does not fit a 32-bit kernel argument"),
+    })
+}
+
+/// One thread per element, 256 to a block.
+pub(crate) fn grid_1d(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(256).max(1) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `blocks` blocks of `threads` threads.
+pub(crate) fn grid_rows(blocks: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.max(1) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaBackend {
+    /// Opens `cuda:ordinal`, compiles (or loads from the cache) every kernel family.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let (ctx, info) = device::open(ordinal)?;
+        let stream = ctx.default_stream();
+        let arch = compile::arch_for(info.compute_capability.0, info.compute_capability.1);
+        let mut modules = HashMap::new();
+        for fam in Family::ALL {
+            let (ptx, _cached) = compile::compile(fam, &arch, &info.driver)?;
+            let m = ctx.load_module(ptx).map_err(|e| CoreError::Device {
+                op: "loading CUDA kernels",
+                msg: format!("kernels/{}: {e}", fam.file()),
+            })?;
+            modules.insert(fam, m);
+        }
+        tracing::info!(
+            device = %info.name,
+            cc = ?info.compute_capability,
+            driver = %info.driver,
+            mem_gib = info.total_mem as f64 / (1u64 << 30) as f64,
+            "CUDA backend ready"
+        );
+        Ok(Self {
+            quant: crate::quant::QuantState::default(),
+            attn: crate::attention::AttnState::default(),
+            ctx,
+            stream,
+            info,
+            modules,
+            funcs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Waits for every launched op (tests, timing; never inside a step).
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(dev("synchronize"))
+    }
+
+    /// The kernel `name` of `fam`, looked up once.
+    pub(crate) fn func(&self, fam: Family, name: &'static str) -> Result<CudaFunction> {
+        let mut funcs = self.funcs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = funcs.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.modules[&fam]
+            .load_function(name)
+            .map_err(|e| CoreError::Device {
+                op: "loading a CUDA kernel",
+                msg: format!("{name} in kernels/{}: {e}", fam.file()),
+            })?;
+        funcs.insert(name, f.clone());
+        Ok(f)
+    }
+
+    /// A zeroed device allocation of `len` elements (at least one, which cudarc needs).
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        what: &'static str,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros::<T>(len.max(1))
+            .map_err(|e| CoreError::Device {
+                op: "allocating device memory",
+                msg: format!(
+                    "{what}: {} bytes: {e}",
+                    len as u128 * std::mem::size_of::<T>() as u128
+                ),
+            })
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buf = CudaBuf;
+    type Ids = CudaIds;
+    type Weight<'a> = CudaWeight;
+    type Cache = CudaCache;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn supports_weight_type(&self, ty: GgmlType) -> bool {
+        crate::quant::supports(ty)
+    }
+
+    fn prepare_step(&self, s: &StepSizes) -> Result<()> {
+        self.quant.prepare(self, s)?;
+        self.attn.prepare(self, s)
+    }
+
+    // ---- memory ----------------------------------------------------------------------------
+    fn alloc(&self, len: usize) -> Result<CudaBuf> {
+        Ok(CudaBuf {
+            data: self.zeros("buffer", len)?,
+            len,
+        })
+    }
+    fn upload(&self, host: &[f32]) -> Result<CudaBuf> {
+        let mut b = self.alloc(host.len())?;
+        self.write(&mut b, host)?;
+        Ok(b)
+    }
+    fn download(&self, buf: &CudaBuf, out: &mut [f32]) -> Result<()> {
+        need("download", "buffer", out.len(), buf.len)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let view = buf.data.slice(..out.len());
+        self.stream
+            .memcpy_dtoh(&view, out)
+            .map_err(dev("download"))?;
+        self.synchronize()
+    }
+    fn buf_len(&self, buf: &CudaBuf) -> usize {
+        buf.len
+    }
+    fn upload_ids(&self, host: &[u32]) -> Result<CudaIds> {
+        let mut b = self.alloc_ids(host.len())?;
+        self.write_ids(&mut b, host)?;
+        Ok(b)
+    }
+    fn alloc_ids(&self, len: usize) -> Result<CudaIds> {
+        Ok(CudaIds {
+            data: self.zeros("id buffer", len)?,
+            len,
+        })
+    }
+    fn download_ids(&self, ids: &CudaIds, out: &mut [u32]) -> Result<()> {
+        need("download_ids", "ids", out.len(), ids.len)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let view = ids.data.slice(..out.len());
+        self.stream
+            .memcpy_dtoh(&view, out)
+            .map_err(dev("download_ids"))?;
+        self.synchronize()
+    }
+    fn write(&self, buf: &mut CudaBuf, host: &[f32]) -> Result<()> {
+        need("write", "buffer", host.len(), buf.len)?;
+        if host.is_empty() {
+            return Ok(());
+        }
+        let mut view = buf.data.slice_mut(..host.len());
+        self.stream
+            .memcpy_htod(host, &mut view)
+            .map_err(dev("write"))
+    }
+    fn write_ids(&self, ids: &mut CudaIds, host: &[u32]) -> Result<()> {
+        need("write_ids", "ids", host.len(), ids.len)?;
+        if host.is_empty() {
+            return Ok(());
+        }
+        let mut view = ids.data.slice_mut(..host.len());
+        self.stream
+            .memcpy_htod(host, &mut view)
+            .map_err(dev("write_ids"))
+    }
+    fn alloc_cache(&self, rows: usize, dim: usize, ty: CacheType) -> Result<CudaCache> {
+        let bytes = CudaCache::bytes(rows, dim, ty).ok_or(CoreError::Param {
+            op: "alloc_cache",
+            msg: format!("{rows} rows of {dim} values overflow"),
+        })?;
+        Ok(CudaCache {
+            data: self.zeros("KV cache", bytes)?,
+            rows,
+            dim,
+            ty,
+        })
+    }
+    fn cache_set_rows(
+        &self,
+        src: &CudaBuf,
+        slots: &CudaIds,
+        n: usize,
+        cache: &mut CudaCache,
+    ) -> Result<()> {
+        crate::elementwise::cache_set_rows(self, src, slots, n, cache)
+    }
+    fn cache_download(&self, cache: &CudaCache, out: &mut [f32]) -> Result<()> {
+        crate::elementwise::cache_download(self, cache, out)
+    }
+    fn upload_weight<'a>(
+        &self,
+        name: &str,
+        ty: GgmlType,
+        dims: &[usize],
+        bytes: Cow<'a, [u8]>,
+    ) -> Result<CudaWeight> {
+        crate::quant::upload_weight(self, name, ty, dims, &bytes)
+    }
+
+    // ---- linear algebra ---------------------------------------------------------------------
+    fn matmul(&self, w: &CudaWeight, x: &CudaBuf, n: usize, y: &mut CudaBuf) -> Result<()> {
+        crate::quant::matmul(self, w, x, n, y)
+    }
+    fn mul_mat_id(
+        &self,
+        w: &CudaWeight,
+        ids: &CudaIds,
+        n_used: usize,
+        x: &CudaBuf,
+        x_per_slot: bool,
+        n: usize,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::quant::mul_mat_id(self, w, ids, n_used, x, x_per_slot, n, y)
+    }
+    fn get_rows(&self, w: &CudaWeight, ids: &CudaIds, n: usize, out: &mut CudaBuf) -> Result<()> {
+        crate::quant::get_rows(self, w, ids, n, out)
+    }
+
+    // ---- element-wise and row-wise ----------------------------------------------------------
+    fn rms_norm(
+        &self,
+        x: &CudaBuf,
+        w: &CudaBuf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::norm(self, x, w, None, rows, dim, eps, y)
+    }
+    fn layer_norm(
+        &self,
+        x: &CudaBuf,
+        w: &CudaBuf,
+        b: &CudaBuf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::norm(self, x, w, Some(b), rows, dim, eps, y)
+    }
+    fn rope(
+        &self,
+        x: &mut CudaBuf,
+        positions: &CudaIds,
+        inv_freq: &CudaBuf,
+        p: &RopeParams,
+    ) -> Result<()> {
+        crate::elementwise::rope(self, x, positions, inv_freq, p)
+    }
+    fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, n: usize, out: &mut CudaBuf) -> Result<()> {
+        crate::elementwise::silu_mul(self, gate, up, n, out)
+    }
+    fn add(&self, a: &mut CudaBuf, b: &CudaBuf, n: usize) -> Result<()> {
+        crate::elementwise::add(self, a, b, n)
+    }
+    fn scale(&self, a: &mut CudaBuf, s: f32, n: usize) -> Result<()> {
+        crate::elementwise::scale(self, a, s, n)
+    }
+    fn copy2d(
+        &self,
+        src: &CudaBuf,
+        src_off: usize,
+        src_stride: usize,
+        dst: &mut CudaBuf,
+        dst_off: usize,
+        dst_stride: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        crate::elementwise::copy2d(
+            self, src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols,
+        )
+    }
+    fn set_rows(
+        &self,
+        src: &CudaBuf,
+        dim: usize,
+        slots: &CudaIds,
+        n: usize,
+        dst: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::set_rows(self, src, dim, slots, n, dst)
+    }
+    fn gather_rows(
+        &self,
+        src: &CudaBuf,
+        dim: usize,
+        rows: &CudaIds,
+        n: usize,
+        dst: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::gather_rows(self, src, dim, rows, n, dst)
+    }
+
+    // ---- coarse fused ops -------------------------------------------------------------------
+    fn moe_route(
+        &self,
+        logits: &CudaBuf,
+        bias: Option<&CudaBuf>,
+        n_tokens: usize,
+        p: &RouterParams,
+        ids: &mut CudaIds,
+        weights: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::moe::route(self, logits, bias, n_tokens, p, ids, weights)
+    }
+    fn moe_combine(
+        &self,
+        y: &CudaBuf,
+        weights: &CudaBuf,
+        n_tokens: usize,
+        n_used: usize,
+        dim: usize,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::moe::combine(self, y, weights, n_tokens, n_used, dim, out)
+    }
+    fn indexer_scores(
+        &self,
+        q: &CudaBuf,
+        w: &CudaBuf,
+        keys: &CudaCache,
+        positions: &CudaIds,
+        pages: &Pages<'_, Self>,
+        p: &IndexerParams,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::attention::indexer_scores(self, q, w, keys, positions, pages, p, out)
+    }
+    fn indexer_scratch_len(&self, n_tokens: usize, n_kv: usize) -> usize {
+        crate::attention::indexer_scratch_len(n_tokens, n_kv)
+    }
+    fn indexer_select(
+        &self,
+        q: &CudaBuf,
+        w: &CudaBuf,
+        keys: &CudaCache,
+        positions: &CudaIds,
+        pages: &Pages<'_, Self>,
+        p: &IndexerParams,
+        top_k: usize,
+        scratch: &mut CudaBuf,
+        out: &mut CudaIds,
+    ) -> Result<()> {
+        crate::attention::indexer_select(self, q, w, keys, positions, pages, p, top_k, scratch, out)
+    }
+    fn top_k(&self, x: &CudaBuf, rows: usize, n: usize, k: usize, ids: &mut CudaIds) -> Result<()> {
+        crate::attention::top_k(self, x, rows, n, k, ids)
+    }
+    fn mla_attention(
+        &self,
+        q: &CudaBuf,
+        cache: &CudaCache,
+        positions: &CudaIds,
+        pages: &Pages<'_, Self>,
+        selected: Option<&CudaIds>,
+        p: &AttnParams,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::attention::mla_attention(self, q, cache, positions, pages, selected, p, out)
+    }
+}
