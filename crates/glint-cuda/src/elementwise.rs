@@ -1,15 +1,25 @@
 //! Norms, RoPE, SwiGLU, adds, copies, row scatter/gather and cache rows (kernels/elementwise.cu).
+//! Sizes are checked here, on the host, with the CPU backend's messages; the kernels trust them.
 #![allow(clippy::too_many_arguments)]
 
-use glint_core::{CoreError, Result, RopeParams};
+use cudarc::driver::PushKernelArg;
+use glint_core::error::need;
+use glint_core::{CoreError, Result, RopeMode, RopeParams};
 
-use crate::backend::CudaBackend;
+use crate::backend::{dev, grid_1d, grid_rows, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
+use crate::compile::Family;
 
-fn todo_err(op: &'static str) -> CoreError {
-    CoreError::Device {
-        op,
-        msg: "not yet implemented on CUDA".into(),
+const FAM: Family = Family::Elementwise;
+
+/// Threads per row for row-wise kernels: enough to cover typical widths in one pass.
+fn row_threads(dim: usize) -> u32 {
+    if dim >= 1024 {
+        512
+    } else if dim >= 256 {
+        256
+    } else {
+        64
     }
 }
 
@@ -20,26 +30,107 @@ pub(crate) fn cache_set_rows(
     n: usize,
     cache: &mut CudaCache,
 ) -> Result<()> {
-    let _ = (be, src, slots, n, cache);
-    Err(todo_err("cache_set_rows"))
+    let op = "cache_set_rows";
+    need(op, "slots", n, slots.len)?;
+    need(op, "src", n * cache.dim, src.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "cache_set_rows")?;
+    let (rows, dim, ty) = (cache.rows as i64, int(op, cache.dim)?, cache.code());
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&src.data)
+        .arg(&slots.data)
+        .arg(&mut cache.data)
+        .arg(&rows)
+        .arg(&dim)
+        .arg(&ty);
+    unsafe { b.launch(grid_rows(n, row_threads(cache.dim))) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn cache_download(be: &CudaBackend, cache: &CudaCache, out: &mut [f32]) -> Result<()> {
-    let _ = (be, cache, out);
-    Err(todo_err("cache_download"))
+    let op = "cache_download";
+    let dim = cache.dim.max(1);
+    let n_rows = out.len() / dim;
+    need(op, "cache rows", n_rows, cache.rows)?;
+    if n_rows == 0 {
+        return Ok(());
+    }
+    let mut tmp = be.zeros::<f32>("cache download", n_rows * dim)?;
+    let f = be.func(FAM, "cache_decode")?;
+    let (rows, d, ty, nr) = (
+        cache.rows as i64,
+        int(op, cache.dim)?,
+        cache.code(),
+        n_rows as i64,
+    );
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&cache.data)
+        .arg(&rows)
+        .arg(&d)
+        .arg(&ty)
+        .arg(&nr)
+        .arg(&mut tmp);
+    unsafe { b.launch(grid_1d(n_rows * dim)) }.map_err(dev(op))?;
+    be.stream
+        .memcpy_dtoh(&tmp, &mut out[..n_rows * dim])
+        .map_err(dev(op))?;
+    be.synchronize()
 }
+
 pub(crate) fn norm(
     be: &CudaBackend,
     x: &CudaBuf,
     w: &CudaBuf,
-    b: Option<&CudaBuf>,
+    bias: Option<&CudaBuf>,
     rows: usize,
     dim: usize,
     eps: f32,
     y: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, x, w, b, rows, dim, eps, y);
-    Err(todo_err("norm"))
+    let op = if bias.is_some() {
+        "layer_norm"
+    } else {
+        "rms_norm"
+    };
+    need(op, "x", rows * dim, x.len)?;
+    need(op, "weight", dim, w.len)?;
+    need(op, "y", rows * dim, y.len)?;
+    if let Some(b) = bias {
+        need(op, "bias", dim, b.len)?;
+    }
+    if rows == 0 || dim == 0 {
+        return Ok(());
+    }
+    let d = int(op, dim)?;
+    let cfg = grid_rows(rows, row_threads(dim));
+    match bias {
+        None => {
+            let f = be.func(FAM, "rms_norm")?;
+            let mut b = be.stream.launch_builder(&f);
+            b.arg(&x.data)
+                .arg(&w.data)
+                .arg(&mut y.data)
+                .arg(&d)
+                .arg(&eps);
+            unsafe { b.launch(cfg) }.map_err(dev(op))?;
+        }
+        Some(bb) => {
+            let f = be.func(FAM, "layer_norm")?;
+            let mut b = be.stream.launch_builder(&f);
+            b.arg(&x.data)
+                .arg(&w.data)
+                .arg(&bb.data)
+                .arg(&mut y.data)
+                .arg(&d)
+                .arg(&eps);
+            unsafe { b.launch(cfg) }.map_err(dev(op))?;
+        }
+    }
+    Ok(())
 }
+
 pub(crate) fn rope(
     be: &CudaBackend,
     x: &mut CudaBuf,
@@ -47,9 +138,47 @@ pub(crate) fn rope(
     inv_freq: &CudaBuf,
     p: &RopeParams,
 ) -> Result<()> {
-    let _ = (be, x, positions, inv_freq, p);
-    Err(todo_err("rope"))
+    let op = "rope";
+    let half = p.n_rot / 2;
+    if !p.n_rot.is_multiple_of(2) || p.offset + p.n_rot > p.head_dim || p.n_heads * p.head_dim == 0
+    {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "n_rot {} at offset {} does not fit a head of {}",
+                p.n_rot, p.offset, p.head_dim
+            ),
+        });
+    }
+    need(op, "inv_freq", half, inv_freq.len)?;
+    need(op, "positions", p.n_tokens, positions.len)?;
+    need(op, "x", p.n_tokens * p.n_heads * p.head_dim, x.len)?;
+    let total = p.n_tokens * p.n_heads * half;
+    if total == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "rope")?;
+    let args = [
+        int(op, p.n_tokens)?,
+        int(op, p.n_heads)?,
+        int(op, p.head_dim)?,
+        int(op, p.offset)?,
+        int(op, p.n_rot)?,
+        match p.mode {
+            RopeMode::Interleaved => 0,
+            RopeMode::Neox => 1,
+        },
+    ];
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&mut x.data).arg(&positions.data).arg(&inv_freq.data);
+    for a in &args {
+        b.arg(a);
+    }
+    b.arg(&p.attn_factor);
+    unsafe { b.launch(grid_1d(total)) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn silu_mul(
     be: &CudaBackend,
     gate: &CudaBuf,
@@ -57,17 +186,50 @@ pub(crate) fn silu_mul(
     n: usize,
     out: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, gate, up, n, out);
-    Err(todo_err("silu_mul"))
+    let op = "silu_mul";
+    need(op, "gate", n, gate.len)?;
+    need(op, "up", n, up.len)?;
+    need(op, "out", n, out.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "silu_mul")?;
+    let nn = n as i64;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&gate.data).arg(&up.data).arg(&mut out.data).arg(&nn);
+    unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
+    Ok(())
 }
-pub(crate) fn add(be: &CudaBackend, a: &mut CudaBuf, b: &CudaBuf, n: usize) -> Result<()> {
-    let _ = (be, a, b, n);
-    Err(todo_err("add"))
+
+pub(crate) fn add(be: &CudaBackend, a: &mut CudaBuf, x: &CudaBuf, n: usize) -> Result<()> {
+    let op = "add";
+    need(op, "a", n, a.len)?;
+    need(op, "b", n, x.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "add_inplace")?;
+    let nn = n as i64;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&mut a.data).arg(&x.data).arg(&nn);
+    unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn scale(be: &CudaBackend, a: &mut CudaBuf, s: f32, n: usize) -> Result<()> {
-    let _ = (be, a, s, n);
-    Err(todo_err("scale"))
+    let op = "scale";
+    need(op, "a", n, a.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "scale_inplace")?;
+    let nn = n as i64;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&mut a.data).arg(&s).arg(&nn);
+    unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn copy2d(
     be: &CudaBackend,
     src: &CudaBuf,
@@ -79,11 +241,34 @@ pub(crate) fn copy2d(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    let _ = (
-        be, src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols,
-    );
-    Err(todo_err("copy2d"))
+    let op = "copy2d";
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    need(op, "src", src_off + (rows - 1) * src_stride + cols, src.len)?;
+    need(op, "dst", dst_off + (rows - 1) * dst_stride + cols, dst.len)?;
+    let f = be.func(FAM, "copy2d")?;
+    let a = [
+        src_off as i64,
+        src_stride as i64,
+        dst_off as i64,
+        dst_stride as i64,
+        rows as i64,
+        cols as i64,
+    ];
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&src.data)
+        .arg(&a[0])
+        .arg(&a[1])
+        .arg(&mut dst.data)
+        .arg(&a[2])
+        .arg(&a[3])
+        .arg(&a[4])
+        .arg(&a[5]);
+    unsafe { b.launch(grid_1d(rows * cols)) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn set_rows(
     be: &CudaBackend,
     src: &CudaBuf,
@@ -92,9 +277,25 @@ pub(crate) fn set_rows(
     n: usize,
     dst: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, src, dim, slots, n, dst);
-    Err(todo_err("set_rows"))
+    let op = "set_rows";
+    need(op, "slots", n, slots.len)?;
+    need(op, "src", n * dim, src.len)?;
+    if n == 0 || dim == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "set_rows")?;
+    let (d, nn, dst_rows) = (int(op, dim)?, n as i64, (dst.len / dim) as i64);
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&src.data)
+        .arg(&d)
+        .arg(&slots.data)
+        .arg(&nn)
+        .arg(&mut dst.data)
+        .arg(&dst_rows);
+    unsafe { b.launch(grid_1d(n * dim)) }.map_err(dev(op))?;
+    Ok(())
 }
+
 pub(crate) fn gather_rows(
     be: &CudaBackend,
     src: &CudaBuf,
@@ -103,6 +304,21 @@ pub(crate) fn gather_rows(
     n: usize,
     dst: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, src, dim, rows, n, dst);
-    Err(todo_err("gather_rows"))
+    let op = "gather_rows";
+    need(op, "rows", n, rows.len)?;
+    need(op, "dst", n * dim, dst.len)?;
+    if n == 0 || dim == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "gather_rows")?;
+    let (d, nn, src_rows) = (int(op, dim)?, n as i64, (src.len / dim) as i64);
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&src.data)
+        .arg(&d)
+        .arg(&rows.data)
+        .arg(&nn)
+        .arg(&src_rows)
+        .arg(&mut dst.data);
+    unsafe { b.launch(grid_1d(n * dim)) }.map_err(dev(op))?;
+    Ok(())
 }
