@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example generate                      # tiny fixture model
 //! cargo run --release --example generate -- --model GLM-5-Q4_K.gguf -p "Hello" -n 64 --chat
+//! cargo run --release --features cuda --example generate -- --device cuda
 //! ```
 //! Text streams to stdout; prompt and generation speed go to stderr.
 
@@ -15,7 +16,7 @@ use glint::engine::generate::{generate, GenerateParams};
 use glint::engine::sampler::SamplerConfig;
 use glint::engine::tokenizer::Tokenizer;
 use glint::gguf::Gguf;
-use glint::model::{Config, CpuBackend, Glm5};
+use glint::model::{Backend, Config, CpuBackend, Glm5};
 
 #[derive(Parser, Debug)]
 #[command(about = "Stream a completion from a GLM-5 GGUF")]
@@ -35,6 +36,9 @@ struct Args {
     temp: f32,
     #[arg(long, default_value_t = 0x5EED)]
     seed: u64,
+    /// `cpu`, or `cuda` (GPU 0; needs `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 fn main() {
@@ -49,7 +53,7 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let path = args.model.unwrap_or_else(|| {
+    let path = args.model.clone().unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/glm5/glm5-tiny-f32.gguf")
     });
     let gguf = Gguf::open(&path)?;
@@ -75,7 +79,38 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         0 => wanted,
         file_ctx => wanted.min(file_ctx),
     };
-    let mut model = Glm5::load(&gguf, CpuBackend::new(), ctx)?;
+    match args.device.as_str() {
+        "cpu" => stream(
+            Glm5::load(&gguf, CpuBackend::new(), ctx)?,
+            &args,
+            &tok,
+            &prompt,
+        ),
+        #[cfg(feature = "cuda")]
+        "cuda" => stream(
+            Glm5::load(&gguf, glint::cuda::CudaBackend::new(0)?, ctx)?,
+            &args,
+            &tok,
+            &prompt,
+        ),
+        other => Err(format!(
+            "--device {other}: expected cpu{}",
+            if cfg!(feature = "cuda") {
+                " or cuda"
+            } else {
+                " (build with --features cuda for cuda)"
+            }
+        )
+        .into()),
+    }
+}
+
+fn stream<B: Backend>(
+    mut model: Glm5<'_, B>,
+    args: &Args,
+    tok: &Tokenizer,
+    prompt: &[u32],
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let params = GenerateParams {
         max_new_tokens: args.n_predict,
         sampler: SamplerConfig {
@@ -91,14 +126,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if !args.chat {
         write!(out, "{}", args.prompt)?;
     }
-    let g = generate(&mut model, &tok, &prompt, &params, |piece| {
+    let g = generate(&mut model, tok, prompt, &params, |piece| {
         let _ = out.write_all(piece.as_bytes());
         let _ = out.flush();
     })?;
     writeln!(out)?;
     eprintln!(
-        "{}: prompt {} tokens at {:.1} tok/s, generated {} tokens at {:.1} tok/s ({:?})",
-        path.display(),
+        "{} on {}: prompt {} tokens at {:.1} tok/s, generated {} tokens at {:.1} tok/s ({:?})",
+        args.model
+            .as_deref()
+            .unwrap_or(std::path::Path::new("tiny fixture"))
+            .display(),
+        args.device,
         g.prompt_tokens,
         g.prompt_tokens_per_s(),
         g.tokens.len(),

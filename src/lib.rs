@@ -4,6 +4,9 @@
 //! each crate is also usable on its own.
 
 pub use glint_core as core;
+/// The CUDA backend (feature `cuda`): `glint::cuda::CudaBackend::new(0)`.
+#[cfg(feature = "cuda")]
+pub use glint_cuda as cuda;
 pub use glint_engine as engine;
 pub use glint_gguf as gguf;
 pub use glint_mla as mla;

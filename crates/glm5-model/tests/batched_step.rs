@@ -10,7 +10,7 @@ mod common;
 use common::{case, case_gguf, fixture_dir, ids_of, read_npy_f32, reference, usizes_of};
 use glint_gguf::Gguf;
 use glm5_model::{
-    Backend as _, BatchPlan, CpuBackend, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
+    Backend, BatchPlan, CpuBackend, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
     SessionOptions, StepLimits, StepState,
 };
 
@@ -20,14 +20,20 @@ const DENSE_BOUND: f32 = 6e-5;
 
 const BLOCK: usize = 16;
 
-struct Engine<'a> {
-    model: Model<'a, CpuBackend>,
-    pool: KvPool<CpuBackend>,
-    st: StepState<CpuBackend>,
+struct Engine<'a, B: Backend> {
+    model: Model<'a, B>,
+    pool: KvPool<B>,
+    st: StepState<B>,
 }
 
-fn engine(g: &Gguf, max_tokens: usize, max_seqs: usize, n_blocks: usize) -> Engine<'_> {
-    let model = Model::load(g, CpuBackend::new()).unwrap();
+fn engine<B: Backend>(
+    be: B,
+    g: &Gguf,
+    max_tokens: usize,
+    max_seqs: usize,
+    n_blocks: usize,
+) -> Engine<'_, B> {
+    let model = Model::load(g, be).unwrap();
     let pool = model.new_pool(n_blocks, BLOCK, Default::default()).unwrap();
     let limits = StepLimits {
         max_tokens,
@@ -41,7 +47,11 @@ fn engine(g: &Gguf, max_tokens: usize, max_seqs: usize, n_blocks: usize) -> Engi
 /// Runs the sequences `prompts` to the end through shared steps. Each step takes up to
 /// `chunk[i]` next tokens of sequence `i`, interleaving the sequences token by token, and asks
 /// for the logits of every token. Returns each sequence's logits `[len × n_vocab]`.
-fn run_interleaved(e: &mut Engine<'_>, prompts: &[Vec<u32>], chunk: &[usize]) -> Vec<Vec<f32>> {
+fn run_interleaved<B: Backend>(
+    e: &mut Engine<'_, B>,
+    prompts: &[Vec<u32>],
+    chunk: &[usize],
+) -> Vec<Vec<f32>> {
     let nv = e.model.config().n_vocab;
     let mut seqs: Vec<SeqCache> = prompts.iter().map(|_| SeqCache::default()).collect();
     for (s, p) in seqs.iter_mut().zip(prompts) {
@@ -88,23 +98,26 @@ fn run_interleaved(e: &mut Engine<'_>, prompts: &[Vec<u32>], chunk: &[usize]) ->
     out
 }
 
-fn alone(g: &Gguf, ids: &[u32], ubatch: usize, block_size: usize) -> Vec<f32> {
+fn alone<B: Backend>(be: B, g: &Gguf, ids: &[u32], ubatch: usize, block_size: usize) -> Vec<f32> {
     let opts = SessionOptions {
         ubatch,
         block_size,
         ..SessionOptions::new(4096)
     };
-    let mut m = Glm5::load_with(g, CpuBackend::new(), opts).unwrap();
+    let mut m = Glm5::load_with(g, be, opts).unwrap();
     m.forward(ids, 0).unwrap()
 }
 
-#[test]
-fn interleaved_prompts_match_transformers_and_their_solo_runs() {
+per_backend!(
+    interleaved_prompts_match_transformers_and_their_solo_runs,
+    interleaved
+);
+fn interleaved<B: Backend>(backend: impl Fn() -> B) {
     let r = reference();
     let names = ["short", "chat", "medium"];
     let g = Gguf::open(case_gguf(&r, case(&r, "medium"))).unwrap();
     let prompts: Vec<Vec<u32>> = names.iter().map(|n| ids_of(&case(&r, n)["ids"])).collect();
-    let mut e = engine(&g, 64, 4, 64);
+    let mut e = engine(backend(), &g, 64, 4, 64);
     // short goes one token per step (a decode next to prefill chunks), the others in chunks.
     let got = run_interleaved(&mut e, &prompts, &[1, 5, 23]);
     let nv = e.model.config().n_vocab;
@@ -122,14 +135,17 @@ fn interleaved_prompts_match_transformers_and_their_solo_runs() {
         eprintln!("{name}: interleaved in shared steps, max |Δlogit| vs transformers {worst:.3e}");
         assert!(worst <= DENSE_BOUND, "{name}: {worst} vs transformers");
         assert!(
-            alone(&g, ids, 512, 64) == *logits,
+            alone(backend(), &g, ids, 512, 64) == *logits,
             "{name}: interleaved logits differ from the prompt run alone"
         );
     }
 }
 
-#[test]
-fn a_prompt_among_15_others_is_bit_identical_to_it_alone() {
+per_backend!(
+    a_prompt_among_15_others_is_bit_identical_to_it_alone,
+    among_15
+);
+fn among_15<B: Backend>(backend: impl Fn() -> B) {
     let r = reference();
     let g = Gguf::open(case_gguf(&r, case(&r, "medium"))).unwrap();
     let medium = ids_of(&case(&r, "medium")["ids"]);
@@ -142,37 +158,40 @@ fn a_prompt_among_15_others_is_bit_identical_to_it_alone() {
         let len = 3 + (11 * i) % (src.len() - lo - 3);
         prompts.push(src[lo..lo + len].to_vec());
     }
-    let mut e = engine(&g, 192, 16, 256);
+    let mut e = engine(backend(), &g, 192, 16, 256);
     let chunks: Vec<usize> = (0..16).map(|i| [32, 1, 4, 9][i % 4]).collect();
     let got = run_interleaved(&mut e, &prompts, &chunks);
     assert!(
-        got[0] == alone(&g, &medium, 512, 64),
+        got[0] == alone(backend(), &g, &medium, 512, 64),
         "medium in a batch of 16 differs from alone"
     );
     // And each of the others equals its own solo run.
     for (i, p) in prompts.iter().enumerate().skip(1) {
         assert!(
-            got[i] == alone(&g, p, 512, 64),
+            got[i] == alone(backend(), &g, p, 512, 64),
             "sequence {i} differs from alone"
         );
     }
 }
 
-#[test]
-fn chunked_prefill_equals_one_shot_on_every_fixture_prompt() {
+per_backend!(
+    chunked_prefill_equals_one_shot_on_every_fixture_prompt,
+    chunked_prefill
+);
+fn chunked_prefill<B: Backend>(backend: impl Fn() -> B) {
     let r = reference();
     for c in r["cases"].as_array().unwrap() {
         let g = Gguf::open(case_gguf(&r, c)).unwrap();
         let ids = ids_of(&c["ids"]);
         let name = c["name"].as_str().unwrap();
-        let one_shot = alone(&g, &ids, ids.len(), 64);
+        let one_shot = alone(backend(), &g, &ids, ids.len(), 64);
         // Block sizes that do and do not divide the micro-batch; the 3006-token prompt one
         // token per step only once (3006 steps).
         for (ubatch, bs) in [(1, 16), (1, 5), (7, 16), (7, 5), (64, 16), (64, 5)] {
             if ids.len() > 2048 && ubatch == 1 && bs == 5 {
                 continue;
             }
-            let got = alone(&g, &ids, ubatch, bs);
+            let got = alone(backend(), &g, &ids, ubatch, bs);
             assert!(
                 got == one_shot,
                 "{name}: --ubatch {ubatch}, block {bs} differs"
@@ -185,12 +204,12 @@ fn chunked_prefill_equals_one_shot_on_every_fixture_prompt() {
     }
 }
 
-#[test]
-fn refused_plans_leave_the_cache_unchanged() {
+per_backend!(refused_plans_leave_the_cache_unchanged, refused_plans);
+fn refused_plans<B: Backend>(backend: impl Fn() -> B) {
     let r = reference();
     let g = Gguf::open(case_gguf(&r, case(&r, "short"))).unwrap();
     let ids = ids_of(&case(&r, "short")["ids"]);
-    let mut e = engine(&g, 4, 2, 4);
+    let mut e = engine(backend(), &g, 4, 2, 4);
     let nv = e.model.config().n_vocab;
     let mut seq = SeqCache::default();
     e.pool.reserve(&mut seq, 4).unwrap();
@@ -201,7 +220,7 @@ fn refused_plans_leave_the_cache_unchanged() {
         .step(&plan, &mut e.pool, &mut e.st, &mut logits)
         .unwrap();
     seq.len = 4;
-    let snapshot = |e: &Engine<'_>| -> Vec<Vec<f32>> {
+    let snapshot = |e: &Engine<'_, B>| -> Vec<Vec<f32>> {
         e.pool
             .layers
             .iter()

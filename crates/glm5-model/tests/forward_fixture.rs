@@ -13,7 +13,7 @@ use common::{
     usizes_of,
 };
 use glint_gguf::Gguf;
-use glm5_model::{CpuBackend, Glm5};
+use glm5_model::{Backend, Glm5};
 use serde_json::Value;
 
 struct CaseResult {
@@ -24,7 +24,7 @@ struct CaseResult {
     range: f32,
 }
 
-fn run_case(model: &mut Glm5<'_, CpuBackend>, case: &Value, dir: &Path) -> CaseResult {
+fn run_case<B: Backend>(model: &mut Glm5<'_, B>, case: &Value, dir: &Path) -> CaseResult {
     let name = case["name"].as_str().unwrap().to_string();
     let ids = ids_of(&case["ids"]);
     let positions = usizes_of(&case["logit_positions"]);
@@ -58,8 +58,8 @@ fn run_case(model: &mut Glm5<'_, CpuBackend>, case: &Value, dir: &Path) -> CaseR
     }
 }
 
-#[test]
-fn logits_and_greedy_match_transformers() {
+per_backend!(logits_and_greedy_match_transformers, logits_and_greedy);
+fn logits_and_greedy<B: Backend>(backend: impl Fn() -> B) {
     let dir = fixture_dir();
     let reference = reference();
     let mut files: HashMap<String, Gguf> = HashMap::new();
@@ -70,7 +70,7 @@ fn logits_and_greedy_match_transformers() {
     let mut results = Vec::new();
     for case in reference["cases"].as_array().unwrap() {
         let gguf = &files[case["model"].as_str().unwrap()];
-        let mut model = Glm5::load(gguf, CpuBackend::new(), 4096).unwrap();
+        let mut model = Glm5::load(gguf, backend(), 4096).unwrap();
         let r = run_case(&mut model, case, &dir);
         eprintln!(
             "{:>14}: {:>5} tokens, max |Δlogit| {:.3e}, past {SPARSE_FROM}: {:.3e} (range {:.2})",
@@ -84,16 +84,19 @@ fn logits_and_greedy_match_transformers() {
     );
 }
 
-/// The long prompt fed as a 2000-token prefill followed by one-token decode steps through the
-/// cache (crossing the point where the indexer starts dropping keys) must give transformers'
-/// logits at every stored position, like the single batched prefill does.
-#[test]
-fn long_prompt_decoded_token_by_token_matches_transformers() {
+// The long prompt fed as a 2000-token prefill followed by one-token decode steps through the
+// cache (crossing the point where the indexer starts dropping keys) must give transformers'
+// logits at every stored position, like the single batched prefill does.
+per_backend!(
+    long_prompt_decoded_token_by_token_matches_transformers,
+    long_prompt_decoded
+);
+fn long_prompt_decoded<B: Backend>(backend: impl Fn() -> B) {
     let dir = fixture_dir();
     let reference = reference();
     let case = common::case(&reference, "long");
     let gguf = Gguf::open(case_gguf(&reference, case)).unwrap();
-    let mut model = Glm5::load(&gguf, CpuBackend::new(), 4096).unwrap();
+    let mut model = Glm5::load(&gguf, backend(), 4096).unwrap();
     let nv = model.config().n_vocab;
     let ids = ids_of(&case["ids"]);
     let positions = usizes_of(&case["logit_positions"]);

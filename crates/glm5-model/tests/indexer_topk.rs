@@ -7,24 +7,24 @@ use std::collections::BTreeSet;
 
 use common::{case, case_gguf, fixture_dir, ids_of, read_npy, reference};
 use glint_gguf::Gguf;
-use glm5_model::{CpuBackend, Glm5};
+use glm5_model::{Backend, Glm5};
 use serde_json::Value;
 
-fn run(reference: &Value, c: &Value) -> (Vec<Option<Vec<u32>>>, usize) {
+fn run<B: Backend>(be: B, reference: &Value, c: &Value) -> (Vec<Option<Vec<u32>>>, usize) {
     let g = Gguf::open(case_gguf(reference, c)).unwrap();
-    let mut m = Glm5::load(&g, CpuBackend::new(), 4096).unwrap();
+    let mut m = Glm5::load(&g, be, 4096).unwrap();
     let k = m.config().indexer.as_ref().unwrap().top_k;
     m.record_selections(true);
     m.forward(&ids_of(&c["ids"]), 0).unwrap();
     (m.selections().to_vec(), k)
 }
 
-#[test]
-fn selections_match_transformers_per_row() {
+per_backend!(selections_match_transformers_per_row, selections_per_row);
+fn selections_per_row<B: Backend>(backend: impl Fn() -> B) {
     let reference = reference();
     for name in ["medium", "chat"] {
         let c = case(&reference, name);
-        let (sel, k) = run(&reference, c);
+        let (sel, k) = run(backend(), &reference, c);
         let (shape, words) = read_npy(
             &fixture_dir().join(c["index_topk_file"].as_str().unwrap()),
             "<i4",
@@ -55,11 +55,14 @@ fn selections_match_transformers_per_row() {
     }
 }
 
-#[test]
-fn long_prompt_last_row_selection_overlaps_transformers() {
+per_backend!(
+    long_prompt_last_row_selection_overlaps_transformers,
+    long_last_row
+);
+fn long_last_row<B: Backend>(backend: impl Fn() -> B) {
     let reference = reference();
     let c = case(&reference, "long");
-    let (sel, k) = run(&reference, c);
+    let (sel, k) = run(backend(), &reference, c);
     let n = c["n_tokens"].as_u64().unwrap() as usize;
     let (shape, words) = read_npy(
         &fixture_dir().join(c["index_topk_last_file"].as_str().unwrap()),

@@ -9,7 +9,9 @@ use glint_engine::generate::{generate_while, GenerateError, GenerateParams};
 use glint_engine::sampler::{SampleError, SamplerConfig};
 use glint_engine::tokenizer::Tokenizer;
 use glint_gguf::Gguf;
-use glm5_model::{Config, CpuBackend, Glm5};
+use glm5_model::{Backend, Config, Glm5};
+
+use super::session::with_backend;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -139,8 +141,21 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         .into());
     }
     super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
-    let mut model = Glm5::load_with(&gguf, CpuBackend::new(), args.session.options(ctx))?;
+    let opts = args.session.options(ctx);
+    with_backend!(args.session.device, be => {
+        let model = Glm5::load_with(&gguf, be, opts)?;
+        stream(model, args, &tok, &prompt, &params)
+    })
+}
 
+/// Prints the prompt (plain mode), then the continuation as it is sampled, then the speeds.
+fn stream<B: Backend>(
+    mut model: Glm5<'_, B>,
+    args: &Args,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    params: &GenerateParams,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut out = std::io::stdout().lock();
     if !args.chat {
         write!(out, "{}", args.prompt)?;
@@ -149,7 +164,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     // A failed write (stdout closed by `| head`, a full disk) stops generation at once; the
     // error is returned after the statistics (main exits quietly on a broken pipe).
     let mut write_err: Option<std::io::Error> = None;
-    let g = generate_while(&mut model, &tok, &prompt, &params, |piece| {
+    let g = generate_while(&mut model, tok, prompt, params, |piece| {
         match out.write_all(piece.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => true,
             Err(e) => {
@@ -166,7 +181,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
                 pos: model.cache_len().saturating_sub(1),
                 token,
                 value,
-                origin: super::non_finite::locate(&mut model, &prompt),
+                origin: super::non_finite::locate(&mut model, prompt),
             }
             .into());
         }

@@ -5,7 +5,9 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use glint_gguf::{write_error, Gguf, SafeOutput};
-use glm5_model::{Config, CpuBackend, Glm5};
+use glm5_model::{Config, Glm5};
+
+use super::session::with_backend;
 
 use crate::npy;
 
@@ -45,10 +47,13 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
     super::memory::check_kv_cache(&cfg, args.tokens.len(), "--tokens", &args.model)?;
     let opts = args.session.options(args.tokens.len());
-    let mut model = Glm5::load_with(&gguf, CpuBackend::new(), opts)?;
-    let n_vocab = model.config().n_vocab;
-    let logits = model.forward(&args.tokens, 0)?;
-    super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;
+    let n_vocab = cfg.n_vocab;
+    let logits = with_backend!(args.session.device, be => {
+        let mut model = Glm5::load_with(&gguf, be, opts)?;
+        let logits = model.forward(&args.tokens, 0)?;
+        super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(logits)
+    })?;
     let werr = |e| write_error(&args.output, e);
     let mut w = BufWriter::new(out.file());
     npy::write_f32_header(&mut w, &[args.tokens.len(), n_vocab]).map_err(werr)?;

@@ -12,7 +12,62 @@ pub struct SessionArgs {
     /// (llama.cpp's `-ub`).
     #[arg(long, default_value_t = SessionOptions::DEFAULT_UBATCH, value_parser = parse_ubatch)]
     pub ubatch: usize,
+    /// Where the model runs: `cpu`, or `cuda` / `cuda:N` for GPU N (needs a glint built with
+    /// `--features cuda` and an NVIDIA driver).
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    pub device: Device,
 }
+
+/// A device named by `--device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Cuda(usize),
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("cpu") {
+        return Ok(Device::Cpu);
+    }
+    let rest = s
+        .strip_prefix("cuda")
+        .ok_or_else(|| format!("unknown device `{s}` (expected cpu, cuda or cuda:N)"))?;
+    if rest.is_empty() {
+        return Ok(Device::Cuda(0));
+    }
+    rest.strip_prefix(':')
+        .and_then(|n| n.parse::<usize>().ok())
+        .map(Device::Cuda)
+        .ok_or_else(|| format!("`{s}`: expected cuda:N with N a GPU index, e.g. cuda:0"))
+}
+
+/// `--device cuda` in a glint built without the `cuda` feature.
+#[cfg_attr(feature = "cuda", allow(dead_code))]
+#[derive(Debug, thiserror::Error)]
+#[error("--device cuda:{0}: this glint was built without CUDA support (rebuild with `cargo build --release --features cuda`)")]
+pub struct NoCuda(pub usize);
+
+/// Runs `$body` with `$be` bound to the backend `$device` names; `$body` instantiates the
+/// generic code for that backend, so every command is written once against `Backend`.
+macro_rules! with_backend {
+    ($device:expr, $be:ident => $body:expr) => {
+        match $device {
+            $crate::cmd::session::Device::Cpu => {
+                let $be = glm5_model::CpuBackend::new();
+                $body
+            }
+            #[cfg(feature = "cuda")]
+            $crate::cmd::session::Device::Cuda(n) => {
+                let $be = glint_cuda::CudaBackend::new(n)?;
+                $body
+            }
+            #[cfg(not(feature = "cuda"))]
+            $crate::cmd::session::Device::Cuda(n) => Err($crate::cmd::session::NoCuda(n).into()),
+        }
+    };
+}
+pub(crate) use with_backend;
 
 impl SessionArgs {
     pub fn options(&self, ctx_len: usize) -> SessionOptions {

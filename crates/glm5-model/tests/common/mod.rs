@@ -5,6 +5,27 @@
 
 use std::path::{Path, PathBuf};
 
+/// Declares the test `$name` once per backend, from one generic body
+/// `fn $body<B: Backend>(backend: impl Fn() -> B)`: `$name::cpu` always, `$name::cuda` when the
+/// crate is built with `--features cuda` (device 0; `scripts/cuda-tests.sh` on a GPU machine).
+/// The CUDA variant exists only under the feature, so a machine without a GPU skips nothing.
+#[macro_export]
+macro_rules! per_backend {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[test]
+            fn cpu() {
+                super::$body(glm5_model::CpuBackend::new)
+            }
+            #[cfg(feature = "cuda")]
+            #[test]
+            fn cuda() {
+                super::$body(|| glint_cuda::CudaBackend::new(0).expect("CUDA device 0"))
+            }
+        }
+    };
+}
+
 use serde_json::Value;
 
 pub fn fixture_dir() -> PathBuf {
