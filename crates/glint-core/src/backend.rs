@@ -46,6 +46,29 @@ pub trait Backend: Send + Sync {
         f()
     }
 
+    /// Runs the device part of a step, `f`: ops whose every argument (sizes, buffers) is fixed
+    /// by `key`, reading per-step values only from buffers written before it. A GPU backend
+    /// records `f` once per key (a CUDA graph) and from then on replays the recording without
+    /// calling `f`; the default calls `f`. The caller guarantees `f` neither allocates nor
+    /// reads back to the host, and that equal keys mean equal op sequences.
+    fn run_recorded<E: From<crate::error::CoreError>>(
+        &self,
+        key: u64,
+        f: &mut dyn FnMut() -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let _ = key;
+        f()
+    }
+
+    /// The key count a step's ops are sized for, given the most keys one of its tokens sees
+    /// (`max_seen`) and the step state's key capacity. The default is `max_seen`; a backend
+    /// that records steps rounds it up so that decode steps over a growing context share one
+    /// recording (ops see more key slots, masked by position, with the same result).
+    fn kv_bucket(&self, max_seen: usize, capacity: usize) -> usize {
+        let _ = capacity;
+        max_seen
+    }
+
     /// Sizes the backend's own scratch for steps up to `s`, once at load (default: nothing to
     /// size). After it, a step within those sizes allocates nothing.
     fn prepare_step(&self, s: &StepSizes) -> Result<()> {
@@ -345,6 +368,14 @@ pub trait Backend: Send + Sync {
         p: &AttnParams,
         out: &mut Self::Buf,
     ) -> Result<()>;
+}
+
+/// A process-unique id for objects whose device buffers a recorded step refers to (step
+/// states, cache pools): part of the recording key, so a new object at a reused address never
+/// replays another's recording.
+pub fn unique_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Where each token's keys live in a paged pool: logical key `t` of the sequence of token `s`

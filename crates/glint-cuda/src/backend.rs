@@ -26,9 +26,28 @@ pub struct CudaBackend {
     info: DeviceInfo,
     modules: HashMap<Family, Arc<CudaModule>>,
     funcs: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Recorded steps by key; `None` when graphs are off (eager execution).
+    graphs: Option<Mutex<HashMap<u64, Recording>>>,
     pub(crate) quant: crate::quant::QuantState,
     pub(crate) attn: crate::attention::AttnState,
 }
+
+/// What is known of a step key: seen once (run eagerly, so every lazily loaded kernel and
+/// lazily grown scratch exists before a capture), or recorded.
+enum Recording {
+    Seen,
+    Graph(Graph),
+}
+
+/// A CUDA graph, only ever touched under the `graphs` mutex (cudarc's type is not `Send`
+/// because graph objects are not internally synchronised; the mutex serialises every use).
+struct Graph(cudarc::driver::CudaGraph);
+// SAFETY: see above: all access is serialised by the mutex that owns it.
+unsafe impl Send for Graph {}
+
+/// Key slots a recorded step is sized for are rounded up to this many, so a decode step
+/// re-records once per 256 tokens of context, not once per token.
+const KV_BUCKET: usize = 256;
 
 /// Maps a driver error to a [`CoreError`] naming the op.
 pub(crate) fn dev(op: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CoreError {
@@ -70,7 +89,8 @@ impl CudaBackend {
     /// Opens `cuda:ordinal`, compiles (or loads from the cache) every kernel family.
     pub fn new(ordinal: usize) -> Result<Self> {
         let (ctx, info) = device::open(ordinal)?;
-        let stream = ctx.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(dev("creating a CUDA stream"))?;
         let arch = compile::arch_for(info.compute_capability.0, info.compute_capability.1);
         let mut modules = HashMap::new();
         for fam in Family::ALL {
@@ -96,6 +116,24 @@ impl CudaBackend {
             info,
             modules,
             funcs: Mutex::new(HashMap::new()),
+            graphs: graphs_default().then(|| Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// Turns step recording (CUDA graphs) on or off; on by default unless `GLINT_CUDA_GRAPHS=0`.
+    pub fn with_graphs(mut self, on: bool) -> Self {
+        self.graphs = on.then(|| Mutex::new(HashMap::new()));
+        self
+    }
+
+    /// Number of recorded steps (tests, logs).
+    pub fn recorded_steps(&self) -> usize {
+        self.graphs.as_ref().map_or(0, |g| {
+            g.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .filter(|r| matches!(r, Recording::Graph(_)))
+                .count()
         })
     }
 
@@ -142,6 +180,10 @@ impl CudaBackend {
     }
 }
 
+fn graphs_default() -> bool {
+    std::env::var("GLINT_CUDA_GRAPHS").map_or(true, |v| v != "0")
+}
+
 impl Backend for CudaBackend {
     type Buf = CudaBuf;
     type Ids = CudaIds;
@@ -154,6 +196,54 @@ impl Backend for CudaBackend {
 
     fn supports_weight_type(&self, ty: GgmlType) -> bool {
         crate::quant::supports(ty)
+    }
+
+    fn run_recorded<E: From<CoreError>>(
+        &self,
+        key: u64,
+        f: &mut dyn FnMut() -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        let Some(graphs) = &self.graphs else {
+            return f();
+        };
+        let mut graphs = graphs.lock().unwrap_or_else(|p| p.into_inner());
+        match graphs.get(&key) {
+            None => {
+                graphs.insert(key, Recording::Seen);
+                drop(graphs);
+                f()
+            }
+            Some(Recording::Graph(g)) => Ok(g.0.launch().map_err(dev("replaying a CUDA graph"))?),
+            Some(Recording::Seen) => {
+                let op = "recording a CUDA graph";
+                self.stream
+                    .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .map_err(dev(op))?;
+                let ran = f();
+                let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
+                ran?;
+                let g = ended.map_err(dev(op))?.ok_or(CoreError::Device {
+                    op,
+                    msg: "the capture recorded nothing".into(),
+                })?;
+                g.launch().map_err(dev("replaying a CUDA graph"))?;
+                tracing::debug!(key, "recorded a step as a CUDA graph");
+                graphs.insert(key, Recording::Graph(Graph(g)));
+                Ok(())
+            }
+        }
+    }
+
+    fn kv_bucket(&self, max_seen: usize, capacity: usize) -> usize {
+        if self.graphs.is_none() {
+            return max_seen;
+        }
+        max_seen
+            .div_ceil(KV_BUCKET)
+            .saturating_mul(KV_BUCKET)
+            .min(capacity)
+            .max(max_seen)
     }
 
     fn prepare_step(&self, s: &StepSizes) -> Result<()> {

@@ -105,9 +105,15 @@ pub struct KvPool<B: Backend> {
     pub blocks: BlockAllocator,
     block_size: usize,
     row: usize,
+    id: u64,
 }
 
 impl<B: Backend> KvPool<B> {
+    /// Process-unique (see [`glint_core::unique_id`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// A pool of `n_blocks` blocks of `block_size` tokens; `index_dims[l]` is the indexer key
     /// width of layer `l` (None for layers without indexer). Sizes that overflow are an error
     /// naming them, not an abort.
@@ -147,6 +153,7 @@ impl<B: Backend> KvPool<B> {
             blocks: BlockAllocator::new(n_blocks),
             block_size,
             row,
+            id: glint_core::unique_id(),
         })
     }
 

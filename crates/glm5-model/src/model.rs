@@ -56,6 +56,8 @@ pub struct StepState<B: Backend> {
     record_selections: bool,
     /// Per trunk layer, the selection of the last step (`[n × top_k]`), when recording.
     selections: Vec<Option<Vec<u32>>>,
+    /// Part of the key a backend records this state's steps under.
+    id: u64,
 }
 
 impl<B: Backend> StepState<B> {
@@ -193,6 +195,7 @@ impl<'a, B: Backend> Model<'a, B> {
             moe: MoeScratch::new(be, &ffn)?,
             record_selections: false,
             selections: Vec::new(),
+            id: glint_core::unique_id(),
         })
     }
 
@@ -326,9 +329,50 @@ impl<'a, B: Backend> Model<'a, B> {
         }
         let be = &self.be;
         let n = plan.n_tokens();
-        let d = self.cfg.d_model;
         st.inputs.write(be, plan)?;
         be.write_ids(&mut st.token_ids, plan.tokens())?;
+        let cap = st.inputs.kv_capacity();
+        st.inputs.max_seen = be
+            .kv_bucket(st.inputs.max_seen, cap)
+            .clamp(st.inputs.max_seen, cap);
+        if tap.is_some() || st.record_selections {
+            // Reads back to the host between layers: never recorded.
+            self.device_ops(n, rows, pool, st, &mut tap)?;
+        } else {
+            // Everything the ops take as arguments: sizes, and the buffers' owners.
+            let key = [
+                n,
+                rows,
+                st.inputs.max_seen,
+                st.id as usize,
+                pool.id() as usize,
+            ]
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &v| {
+                (h ^ v as u64).wrapping_mul(0x0100_0000_01b3)
+            });
+            be.run_recorded(key, &mut || self.device_ops(n, rows, pool, st, &mut None))?;
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        be.download(&st.logits, logits_out)?;
+        Ok(())
+    }
+
+    /// The device part of a step: embedding, every layer, and the head of the logit rows into
+    /// `st.logits`. Its op arguments depend only on `(n, rows, max_seen)` and on the buffers of
+    /// `st` and `pool`, which is what lets a backend record it (see `Backend::run_recorded`).
+    fn device_ops(
+        &self,
+        n: usize,
+        rows: usize,
+        pool: &mut KvPool<B>,
+        st: &mut StepState<B>,
+        tap: &mut Option<&mut TapFn<'_>>,
+    ) -> Result<()> {
+        let be = &self.be;
+        let d = self.cfg.d_model;
         be.get_rows(&self.w.token_embd, &st.token_ids, n, &mut st.h)?;
         let eps = self.cfg.rms_eps;
         st.selections.clear();
@@ -377,7 +421,6 @@ impl<'a, B: Backend> Model<'a, B> {
         be.gather_rows(&st.h, d, &st.inputs.logit_rows, rows, &mut st.y)?;
         be.rms_norm(&st.y, &self.w.output_norm, rows, d, eps, &mut st.x)?;
         be.matmul(&self.w.output, &st.x, rows, &mut st.logits)?;
-        be.download(&st.logits, logits_out)?;
         Ok(())
     }
 }

@@ -28,8 +28,13 @@ macro_rules! per_backend {
 
 use serde_json::Value;
 
+/// fixtures/glm5 of this checkout, or of `$GLINT_REPO` (test binaries built here and run from
+/// another checkout, e.g. on a GPU machine: scripts/cuda-tests.sh).
 pub fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5")
+    match std::env::var_os("GLINT_REPO") {
+        Some(root) => PathBuf::from(root).join("fixtures/glm5"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5"),
+    }
 }
 
 pub fn read_json(path: &Path) -> Value {
