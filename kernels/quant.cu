@@ -1,1 +1,990 @@
-// kernels/quant.cu
+// kernels/quant.cu — weights on the device: activation quantization, quantized matrix-vector
+// products (plain and expert-indexed) and row gathers, one set of kernels per GGML weight type.
+//
+// Each weight type is a struct `W_<type>` with
+//   QK    elements per weight block,      TS   bytes per weight block,
+//   NSUB  work units per block (a unit is what one lane computes at a time),
+//   vd(w, a, ib, sub)  the partial dot product of unit `sub` of weight block `ib` (at `w`) with
+//                      the activation row `a` in the type's partner format: the integer sums of
+//                      glint-quant's scalar kernel (crates/glint-quant/src/dot/scalar_*.rs),
+//                      exact, then scaled the same way;
+//   deq(w, j)          element j of the block, the float expression of glint-quant's dequantizer
+//                      evaluated in the same order without contraction (`__fmul_rn`), so a
+//                      gathered row is bit-identical to the CPU's.
+// The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
+// `matvec_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
+// (crates/glint-cuda/src/quant.rs) has the matching table row per type.
+//
+// Layouts (all launched with 32 × MV_ROWS threads, one warp per output row):
+//   matvec: grid (ceil(rows / MV_ROWS), min(ceil(n / MV_TOK), 65535)); each warp reads its
+//           weight row once for up to MV_TOK tokens, token groups stride over grid.y.
+//   mmid:   grid (ceil(rows / MV_ROWS), min(n·n_used, 65535)); (token, slot) pairs stride over
+//           grid.y; an expert id ≥ n_slices writes zeros.
+//   get_rows: 256 threads, grid min(n, 65535); one block per gathered row.
+// Byte offsets are `long long` (an expert tensor can exceed 2^31 bytes). Every multi-byte
+// field of every block sits at an even offset and every block size except MXFP4's (which has
+// no multi-byte field) is even, so 16-bit loads are aligned; 32-bit fields are assembled from
+// 16-bit halves where their alignment is not guaranteed.
+
+#define MV_ROWS 4
+#define MV_TOK 8
+
+// Partner-format block sizes (elements, bytes).
+#define Q8_0_BYTES 34
+#define Q8_1_BYTES 36
+#define Q8_K_BYTES 292
+
+__device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
+__device__ __forceinline__ u32 ld32(const u8* p) { return (u32)ld16(p) | ((u32)ld16(p + 2) << 16); }
+__device__ __forceinline__ float ldh(const u8* p) { return __half2float(__ushort_as_half(ld16(p))); }
+__device__ __forceinline__ float ldbf(const u8* p) { return __uint_as_float((u32)ld16(p) << 16); }
+__device__ __forceinline__ float ldf(const u8* p) { return __uint_as_float(ld32(p)); }
+
+// Q8_K activation block: f32 d, i8 qs[256], i16 bsums[16].
+__device__ __forceinline__ float q8k_d(const u8* y) { return *(const float*)y; }
+__device__ __forceinline__ const i8* q8k_qs(const u8* y) { return (const i8*)(y + 4); }
+__device__ __forceinline__ int q8k_bsum(const u8* y, int g) { return *(const i16*)(y + 260 + 2 * g); }
+
+// ggml's GGML_E8M0_TO_FP32_HALF.
+__device__ __forceinline__ float e8m0_half(u8 e) {
+    u32 bits = e < 2 ? (0x00200000u << e) : ((u32)(e - 1) << 23);
+    return __uint_as_float(bits);
+}
+
+// Half of an unsigned E4M3 scale; 0 and 0x7F (NaN code) give 0, like ggml.
+__device__ __forceinline__ float ue4m3_half(u8 x) {
+    if (x == 0 || x == 0x7f) return 0.0f;
+    int exp = (x >> 3) & 0xf;
+    float man = (float)(x & 7);
+    float raw = exp == 0 ? __fmul_rn(man, 1.0f / 512.0f)
+                         : __fmul_rn(1.0f + man / 8.0f, __uint_as_float((u32)(exp - 7 + 127) << 23));
+    return __fmul_rn(raw, 0.5f);
+}
+
+// Σ_j grid_j · q8_j over 8 weights, negated where sign bit j is set.
+__device__ __forceinline__ int signed8(u64 grid, u32 signs, const i8* q8) {
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        int p = (int)((grid >> (8 * j)) & 0xff) * (int)q8[j];
+        s += (signs >> j) & 1 ? -p : p;
+    }
+    return s;
+}
+
+__device__ __forceinline__ float coord_sign(u64 grid, u32 signs, int j) {
+    float c = (float)((grid >> (8 * j)) & 0xff);
+    return (signs >> j) & 1 ? -c : c;
+}
+
+// ---- float weights (partner: the same float format; F32 uses the activation as is) -------------
+
+struct W_f32 {
+    enum { QK = 1, TS = 4, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
+        return ldf(w) * ((const float*)a)[ib];
+    }
+    static __device__ __forceinline__ float deq(const u8* w, int) { return ldf(w); }
+};
+
+struct W_f16 {
+    enum { QK = 1, TS = 2, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
+        return ldh(w) * ldh(a + 2 * (long long)ib);
+    }
+    static __device__ __forceinline__ float deq(const u8* w, int) { return ldh(w); }
+};
+
+struct W_bf16 {
+    enum { QK = 1, TS = 2, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
+        return ldbf(w) * ldbf(a + 2 * (long long)ib);
+    }
+    static __device__ __forceinline__ float deq(const u8* w, int) { return ldbf(w); }
+};
+
+// ---- 32-element blocks against Q8_0 / Q8_1 ---------------------------------------------------
+
+struct W_q4_0 {  // d f16, qs[16]
+    enum { QK = 32, TS = 18, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        const u8* qs = x + 2;
+        const i8* q8 = (const i8*)(y + 2);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            s += ((qs[j] & 0x0f) - 8) * q8[j] + ((qs[j] >> 4) - 8) * q8[j + 16];
+        return (float)s * ldh(x) * ldh(y);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        int q = j < 16 ? (x[2 + j] & 0x0f) : (x[2 + j - 16] >> 4);
+        return ldh(x) * (float)(q - 8);
+    }
+};
+
+struct W_q4_1 {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
+    enum { QK = 32, TS = 20, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_1_BYTES;
+        const u8* qs = x + 4;
+        const i8* q8 = (const i8*)(y + 4);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) s += (qs[j] & 0x0f) * q8[j] + (qs[j] >> 4) * q8[j + 16];
+        return (ldh(x) * ldh(y)) * (float)s + ldh(x + 2) * ldh(y + 2);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        int q = j < 16 ? (x[4 + j] & 0x0f) : (x[4 + j - 16] >> 4);
+        return __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2));
+    }
+};
+
+struct W_q5_0 {  // d f16, qh[4], qs[16]
+    enum { QK = 32, TS = 22, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        const u32 qh = ld32(x + 2);
+        const u8* qs = x + 6;
+        const i8* q8 = (const i8*)(y + 2);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            int x0 = (int)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) - 16;
+            int x1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+            s += x0 * q8[j] + x1 * q8[j + 16];
+        }
+        return (ldh(x) * ldh(y)) * (float)s;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        const u32 qh = ld32(x + 2);
+        int lo = j < 16 ? (x[6 + j] & 0x0f) : (x[6 + j - 16] >> 4);
+        int q = (int)(lo | (((qh >> j) & 1) << 4)) - 16;
+        return ldh(x) * (float)q;
+    }
+};
+
+struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
+    enum { QK = 32, TS = 24, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_1_BYTES;
+        const u32 qh = ld32(x + 4);
+        const u8* qs = x + 8;
+        const i8* q8 = (const i8*)(y + 4);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            int x0 = (int)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
+            int x1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+            s += x0 * q8[j] + x1 * q8[j + 16];
+        }
+        return (ldh(x) * ldh(y)) * (float)s + ldh(x + 2) * ldh(y + 2);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        const u32 qh = ld32(x + 4);
+        int lo = j < 16 ? (x[8 + j] & 0x0f) : (x[8 + j - 16] >> 4);
+        int q = (int)(lo | (((qh >> j) & 1) << 4));
+        return __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2));
+    }
+};
+
+struct W_q8_0 {  // d f16, qs[32] i8
+    enum { QK = 32, TS = 34, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        const i8* qx = (const i8*)(x + 2);
+        const i8* q8 = (const i8*)(y + 2);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s += qx[j] * q8[j];
+        return (float)s * (ldh(x) * ldh(y));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        return (float)((const i8*)(x + 2))[j] * ldh(x);
+    }
+};
+
+// Q8_1 as a weight: glint-quant has no Q8_1 dot kernel, so the CPU backend decodes the row and
+// takes an f32 dot with the f32 activation; so does this (partner F32).
+struct W_q8_1 {  // d f16, s f16, qs[32] i8
+    enum { QK = 32, TS = 36, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const float* xa = (const float*)a + (long long)ib * 32;
+        const i8* qx = (const i8*)(x + 4);
+        const float d = ldh(x);
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s += ((float)qx[j] * d) * xa[j];
+        return s;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        return (float)((const i8*)(x + 4))[j] * ldh(x);
+    }
+};
+
+struct W_iq4_nl {  // d f16, qs[16]
+    enum { QK = 32, TS = 18, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        const u8* qs = x + 2;
+        const i8* q8 = (const i8*)(y + 2);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            s += q8[j] * kvalues_iq4nl[qs[j] & 0x0f] + q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
+        return (ldh(y) * ldh(x)) * (float)s;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        int q = j < 16 ? (x[2 + j] & 0x0f) : (x[2 + j - 16] >> 4);
+        return ldh(x) * (float)kvalues_iq4nl[q];
+    }
+};
+
+struct W_mxfp4 {  // e (E8M0), qs[16]
+    enum { QK = 32, TS = 17, NSUB = 1 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        const u8* qs = x + 1;
+        const i8* q8 = (const i8*)(y + 2);
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            s += q8[j] * kvalues_mxfp4[qs[j] & 0x0f] + q8[j + 16] * kvalues_mxfp4[qs[j] >> 4];
+        return (ldh(y) * e8m0_half(x[0])) * (float)s;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        int q = j < 16 ? (x[1 + j] & 0x0f) : (x[1 + j - 16] >> 4);
+        return (float)kvalues_mxfp4[q] * e8m0_half(x[0]);
+    }
+};
+
+// 64 FP4 weights in four 16-groups with UE4M3 scales, against two Q8_0 blocks; a unit is a group.
+struct W_nvfp4 {  // d[4], qs[32]
+    enum { QK = 64, TS = 36, NSUB = 4 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int s) {
+        const u8* y = a + ((long long)ib * 2 + s / 2) * Q8_0_BYTES;
+        const i8* q8 = (const i8*)(y + 2) + (s % 2) * 16;
+        const u8* qs = x + 4 + s * 8;
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            lo += q8[j] * kvalues_mxfp4[qs[j] & 0x0f];
+            hi += q8[j + 8] * kvalues_mxfp4[qs[j] >> 4];
+        }
+        return ldh(y) * ue4m3_half(x[s]) * (float)(lo + hi);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        int s = j / 16, k = j % 16;
+        u8 q = x[4 + 8 * s + (k % 8)];
+        int v = k < 8 ? (q & 0x0f) : (q >> 4);
+        return (float)kvalues_mxfp4[v] * ue4m3_half(x[s]);
+    }
+};
+
+// 128 one-bit weights (+d / -d) against four Q8_0 blocks; a unit is one Q8_0 block.
+struct W_q1_0 {  // d f16, qs[16]
+    enum { QK = 128, TS = 18, NSUB = 4 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int k) {
+        const u8* y = a + ((long long)ib * 4 + k) * Q8_0_BYTES;
+        const i8* q8 = (const i8*)(y + 2);
+        const u8* qs = x + 2 + k * 4;
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s += (qs[j / 8] >> (j % 8)) & 1 ? q8[j] : -q8[j];
+        return ldh(x) * (ldh(y) * (float)s);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        float d = ldh(x);
+        return (x[2 + j / 8] >> (j % 8)) & 1 ? d : -d;
+    }
+};
+
+// ---- k-quants and ternary types against Q8_K (a unit is 32 elements) --------------------------
+
+// The 6-bit (scale, min) pair j of Q4_K/Q5_K (ggml's get_scale_min_k4).
+__device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Q3_K scale j (0..16), bias 32 removed.
+__device__ __forceinline__ int q3k_scale(const u8* p, int j) {
+    int low = j < 8 ? (p[j] & 0x0f) : (p[j - 8] >> 4);
+    int high = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+struct W_q2_k {  // scales[16], qs[64], d, dmin
+    enum { QK = 256, TS = 84, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const int h = u / 4, s = u % 4;
+        const u8* q2 = x + 16 + 32 * h;
+        const i8* q8 = q8k_qs(y) + 128 * h + 32 * s;
+        int isum = 0, summs = 0;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int g = 8 * h + 2 * s + half;
+            const u8 sc = x[g];
+            int isuml = 0;
+#pragma unroll
+            for (int l = 16 * half; l < 16 * half + 16; ++l) isuml += q8[l] * ((q2[l] >> (2 * s)) & 3);
+            isum += (sc & 0x0f) * isuml;
+            summs += q8k_bsum(y, g) * (sc >> 4);
+        }
+        const float yd = q8k_d(y);
+        return (yd * ldh(x + 80)) * (float)isum - (yd * ldh(x + 82)) * (float)summs;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+        const u8 sc = x[8 * h + 2 * s + l / 16];
+        const float dl = __fmul_rn(ldh(x + 80), (float)(sc & 0x0f));
+        const float ml = __fmul_rn(ldh(x + 82), (float)(sc >> 4));
+        const int q = (x[16 + 32 * h + l] >> (2 * s)) & 3;
+        return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+    }
+};
+
+struct W_q3_k {  // hmask[32], qs[64], scales[12], d
+    enum { QK = 256, TS = 110, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const int half = u / 4, shift = 2 * (u % 4);
+        const u8 m = (u8)(1u << u);
+        const u8* qs = x + 32 + 32 * half;
+        const i8* q8 = q8k_qs(y) + 32 * u;
+        int sum = 0;
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+            int s = 0;
+#pragma unroll
+            for (int l = 16 * g; l < 16 * g + 16; ++l) {
+                int q = ((qs[l] >> shift) & 3) - ((x[l] & m) ? 0 : 4);
+                s += q * q8[l];
+            }
+            sum += q3k_scale(x + 96, 2 * u + g) * s;
+        }
+        return (ldh(x + 108) * q8k_d(y)) * (float)sum;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int u = e / 32, l = e % 32;
+        const float dl = ldh(x + 108) * (float)q3k_scale(x + 96, e / 16);
+        const int q = ((x[32 + 32 * (u / 4) + l] >> (2 * (u % 4))) & 3) - ((x[l] >> u) & 1 ? 0 : 4);
+        return dl * (float)q;
+    }
+};
+
+struct W_q4_k {  // d, dmin, scales[12], qs[128]
+    enum { QK = 256, TS = 144, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8* qs = x + 16 + 32 * (u / 2);
+        const int sh = 4 * (u % 2);
+        const i8* q8 = q8k_qs(y) + 32 * u;
+        int s = 0;
+#pragma unroll
+        for (int l = 0; l < 32; ++l) s += ((qs[l] >> sh) & 0x0f) * q8[l];
+        int sc, m;
+        scale_min_k4(u, x + 4, sc, m);
+        const float yd = q8k_d(y);
+        return (ldh(x) * yd) * (float)(sc * s) -
+               (ldh(x + 2) * yd) * (float)(m * (q8k_bsum(y, 2 * u) + q8k_bsum(y, 2 * u + 1)));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int u = e / 32, l = e % 32;
+        int sc, m;
+        scale_min_k4(u, x + 4, sc, m);
+        const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+        const int q = (x[16 + 32 * (u / 2) + l] >> (4 * (u % 2))) & 0x0f;
+        return __fsub_rn(__fmul_rn(d1, (float)q), m1);
+    }
+};
+
+struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
+    enum { QK = 256, TS = 176, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8* qh = x + 16;
+        const u8* qs = x + 48 + 32 * (u / 2);
+        const int sh = 4 * (u % 2);
+        const i8* q8 = q8k_qs(y) + 32 * u;
+        int s = 0;
+#pragma unroll
+        for (int l = 0; l < 32; ++l) s += (((qs[l] >> sh) & 0x0f) | (((qh[l] >> u) & 1) << 4)) * q8[l];
+        int sc, m;
+        scale_min_k4(u, x + 4, sc, m);
+        const float yd = q8k_d(y);
+        return (ldh(x) * yd) * (float)(sc * s) -
+               (ldh(x + 2) * yd) * (float)(m * (q8k_bsum(y, 2 * u) + q8k_bsum(y, 2 * u + 1)));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int u = e / 32, l = e % 32;
+        int sc, m;
+        scale_min_k4(u, x + 4, sc, m);
+        const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+        const int q = ((x[48 + 32 * (u / 2) + l] >> (4 * (u % 2))) & 0x0f) | (((x[16 + l] >> u) & 1) << 4);
+        return __fsub_rn(__fmul_rn(d1, (float)q), m1);
+    }
+};
+
+struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
+    enum { QK = 256, TS = 210, NSUB = 8 };
+    static __device__ __forceinline__ int q(const u8* x, int e) {
+        const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int lo = (x[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0x0f;
+        const int hi = (x[128 + 32 * h + l] >> (2 * k)) & 3;
+        return (lo | (hi << 4)) - 32;
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const i8* sc = (const i8*)(x + 192);
+        const i8* q8 = q8k_qs(y) + 32 * u;
+        int sum = 0;
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+            int s = 0;
+#pragma unroll
+            for (int l = 16 * g; l < 16 * g + 16; ++l) s += q(x, 32 * u + l) * q8[l];
+            sum += sc[2 * u + g] * s;
+        }
+        return (ldh(x + 208) * q8k_d(y)) * (float)sum;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const i8* sc = (const i8*)(x + 192);
+        return (ldh(x + 208) * (float)sc[e / 16]) * (float)q(x, e);
+    }
+};
+
+// TQ1_0 trit of element e (0..256): five per qs byte, four per qh byte, base-3 fixed point.
+__device__ __forceinline__ int tq1_trit(const u8* x, int e) {
+    // 3^l for l = 0..4, one byte each.
+    const u64 pow3 = 0x000000511b090301ull;
+    u8 byte;
+    int l;
+    if (e < 160) {
+        byte = x[e % 32];
+        l = e / 32;
+    } else if (e < 240) {
+        byte = x[32 + (e - 160) % 16];
+        l = (e - 160) / 16;
+    } else {
+        byte = x[48 + (e - 240) % 4];
+        l = (e - 240) / 4;
+    }
+    const u8 p = (u8)(pow3 >> (8 * l));
+    u8 q = (u8)(byte * p);
+    return (int)(((u16)q * 3) >> 8) - 1;
+}
+
+struct W_tq1_0 {  // qs[48], qh[4], d
+    enum { QK = 256, TS = 54, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const i8* q8 = q8k_qs(y);
+        int s = 0;
+        for (int e = 32 * u; e < 32 * u + 32; ++e) s += tq1_trit(x, e) * q8[e];
+        return (float)s * (ldh(x + 52) * q8k_d(y));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        return (float)tq1_trit(x, e) * ldh(x + 52);
+    }
+};
+
+struct W_tq2_0 {  // qs[64], d
+    enum { QK = 256, TS = 66, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8* qs = x + 32 * (u / 4);
+        const int sh = 2 * (u % 4);
+        const i8* q8 = q8k_qs(y) + 32 * u;
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 32; ++k) s += q8[k] * (((qs[k] >> sh) & 3) - 1);
+        return (float)s * (q8k_d(y) * ldh(x + 64));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int q = (x[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        return (float)(q - 1) * ldh(x + 64);
+    }
+};
+
+// ---- i-quants against Q8_K (a unit is one 32-weight group) ------------------------------------
+
+struct W_iq2_xxs {  // d, qs u16[32]
+    enum { QK = 256, TS = 66, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8* q = x + 2 + 8 * g;
+        const u32 aux0 = ld32(q), aux1 = ld32(q + 4);
+        const int ls = 2 * (int)(aux1 >> 28) + 1;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l)
+            s += signed8(iq2xxs_grid[(aux0 >> (8 * l)) & 255], ksigns_iq2xs[(aux1 >> (7 * l)) & 127], q8 + 8 * l);
+        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(s * ls));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const u8* q = x + 2 + 8 * g;
+        const u32 aux0 = ld32(q), aux1 = ld32(q + 4);
+        const float db = ldh(x) * (0.5f + (float)(aux1 >> 28)) * 0.25f;
+        return db * coord_sign(iq2xxs_grid[(aux0 >> (8 * l)) & 255], ksigns_iq2xs[(aux1 >> (7 * l)) & 127], j);
+    }
+};
+
+struct W_iq2_xs {  // d, qs u16[32], scales[8]
+    enum { QK = 256, TS = 74, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8 sc = x[66 + g];
+        const int ls1 = 2 * (sc & 0x0f) + 1, ls2 = 2 * (sc >> 4) + 1;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s1 = 0, s2 = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const u16 q = ld16(x + 2 + 2 * (4 * g + l));
+            const int v = signed8(iq2xs_grid[q & 511], ksigns_iq2xs[q >> 9], q8 + 8 * l);
+            if (l < 2) s1 += v; else s2 += v;
+        }
+        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(s1 * ls1 + s2 * ls2));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const u8 sc = x[66 + g];
+        const int s = l < 2 ? (sc & 0x0f) : (sc >> 4);
+        const float db = ldh(x) * (0.5f + (float)s) * 0.25f;
+        const u16 q = ld16(x + 2 + 2 * (4 * g + l));
+        return db * coord_sign(iq2xs_grid[q & 511], ksigns_iq2xs[q >> 9], j);
+    }
+};
+
+struct W_iq2_s {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales[8]
+    enum { QK = 256, TS = 82, NSUB = 8 };
+    static __device__ __forceinline__ int idx(const u8* x, int g, int l) {
+        return x[2 + 4 * g + l] | (((int)x[66 + g] << (8 - 2 * l)) & 0x300);
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8 sc = x[74 + g];
+        const int ls1 = 1 + 2 * (sc & 0x0f), ls2 = 1 + 2 * (sc >> 4);
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s1 = 0, s2 = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const int v = signed8(iq2s_grid[idx(x, g, l)], x[34 + 4 * g + l], q8 + 8 * l);
+            if (l < 2) s1 += v; else s2 += v;
+        }
+        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(ls1 * s1 + ls2 * s2));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const u8 sc = x[74 + g];
+        const int s = l < 2 ? (sc & 0x0f) : (sc >> 4);
+        const float db = ldh(x) * (0.5f + (float)s) * 0.25f;
+        return db * coord_sign(iq2s_grid[idx(x, g, l)], x[34 + 4 * g + l], j);
+    }
+};
+
+struct W_iq3_xxs {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
+    enum { QK = 256, TS = 98, NSUB = 8 };
+    static __device__ __forceinline__ u64 grid(const u8* q3, int l) {
+        return (u64)iq3xxs_grid[q3[2 * l]] | ((u64)iq3xxs_grid[q3[2 * l + 1]] << 32);
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u32 aux = ld32(x + 2 + 64 + 4 * g);
+        const int ls = 2 * (int)(aux >> 28) + 1;
+        const u8* q3 = x + 2 + 8 * g;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) s += signed8(grid(q3, l), ksigns_iq2xs[(aux >> (7 * l)) & 127], q8 + 8 * l);
+        return 0.25f * ((ldh(x) * q8k_d(y)) * (float)(s * ls));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const u32 aux = ld32(x + 2 + 64 + 4 * g);
+        const float db = ldh(x) * (0.5f + (float)(aux >> 28)) * 0.5f;
+        return db * coord_sign(grid(x + 2 + 8 * g, l), ksigns_iq2xs[(aux >> (7 * l)) & 127], j);
+    }
+};
+
+struct W_iq3_s {  // d, qs[64], qh[8], signs[32], scales[4]
+    enum { QK = 256, TS = 110, NSUB = 8 };
+    static __device__ __forceinline__ u64 grid(const u8* x, int g, int l) {
+        const int qh = x[66 + g];
+        const int i1 = x[2 + 8 * g + 2 * l] | ((qh << (8 - 2 * l)) & 256);
+        const int i2 = x[2 + 8 * g + 2 * l + 1] | ((qh << (7 - 2 * l)) & 256);
+        return (u64)iq3s_grid[i1] | ((u64)iq3s_grid[i2] << 32);
+    }
+    static __device__ __forceinline__ int ls(const u8* x, int g) {
+        const u8 sc = x[106 + g / 2];
+        return 2 * (g % 2 == 0 ? (sc & 0x0f) : (sc >> 4)) + 1;
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) s += signed8(grid(x, g, l), x[74 + 4 * g + l], q8 + 8 * l);
+        return (ldh(x) * q8k_d(y)) * (float)(s * ls(x, g));
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const float db = ldh(x) * (float)ls(x, g);
+        return db * coord_sign(grid(x, g, l), x[74 + 4 * g + l], j);
+    }
+};
+
+#define IQ1_DELTA 0.125f
+
+struct W_iq1_s {  // d, qs[32], qh u16[8]
+    enum { QK = 256, TS = 50, NSUB = 8 };
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u32 qh = ld16(x + 34 + 2 * g);
+        const int ls = 2 * (int)((qh >> 12) & 7) + 1;
+        const int delta = qh & 0x8000 ? -1 : 1;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int lsum = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const u64 gr = iq1s_grid[x[2 + 4 * g + l] | (((qh >> (3 * l)) & 7) << 8)];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) lsum += q8[8 * l + j] * (int)(i8)(u8)(gr >> (8 * j));
+        }
+        const int sumi = ls * lsum;
+        const int sumi1 = ls * delta * (q8k_bsum(y, 2 * g) + q8k_bsum(y, 2 * g + 1));
+        return ldh(x) * q8k_d(y) * ((float)sumi + IQ1_DELTA * (float)sumi1);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const u32 qh = ld16(x + 34 + 2 * g);
+        const float dl = ldh(x) * (float)(2 * ((qh >> 12) & 7) + 1);
+        const float delta = qh & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
+        const u64 gr = iq1s_grid[x[2 + 4 * g + l] | (((qh >> (3 * l)) & 7) << 8)];
+        return dl * ((float)(i8)(u8)(gr >> (8 * j)) + delta);
+    }
+};
+
+struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbles)
+    enum { QK = 256, TS = 56, NSUB = 8 };
+    static __device__ __forceinline__ float scale(const u8* x) {
+        const u16 s0 = ld16(x + 48), s1 = ld16(x + 50), s2 = ld16(x + 52), s3 = ld16(x + 54);
+        const u16 bits = (u16)((s0 >> 12) | ((s1 >> 8) & 0x00f0) | ((s2 >> 4) & 0x0f00) | (s3 & 0xf000));
+        return __half2float(__ushort_as_half(bits));
+    }
+    static __device__ __forceinline__ int idx(const u8* x, int g, int l) {
+        const int qh = x[32 + 2 * g + l / 2];
+        return x[4 * g + l] | ((qh << (8 - 4 * (l % 2))) & 0x700);
+    }
+    static __device__ __forceinline__ bool neg_delta(const u8* x, int g, int l) {
+        return x[32 + 2 * g + l / 2] & (l % 2 ? 0x80 : 0x08);
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int sum1[2] = {0, 0}, sum2[2] = {0, 0};
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const u64 gr = iq1s_grid[idx(x, g, l)];
+            int lsum1 = 0, lsum2 = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int q = q8[8 * l + j];
+                lsum1 += q * (int)(i8)(u8)(gr >> (8 * j));
+                lsum2 += q;
+            }
+            sum1[l / 2] += lsum1;
+            sum2[l / 2] += neg_delta(x, g, l) ? -lsum2 : lsum2;
+        }
+        const int s = (int)ld16(x + 48 + 2 * (g / 2)) >> (6 * (g % 2));
+        const int ls1 = 2 * (s & 7) + 1, ls2 = 2 * ((s >> 3) & 7) + 1;
+        const int sumi1 = sum1[0] * ls1 + sum1[1] * ls2;
+        const int sumi2 = sum2[0] * ls1 + sum2[1] * ls2;
+        return scale(x) * q8k_d(y) * ((float)sumi1 + IQ1_DELTA * (float)sumi2);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, l = (e % 32) / 8, j = e % 8;
+        const int sc = ld16(x + 48 + 2 * (g / 2));
+        const int shift = 6 * (g % 2) + (l < 2 ? 0 : 3);
+        const float dl = scale(x) * (float)(2 * ((sc >> shift) & 7) + 1);
+        const float delta = neg_delta(x, g, l) ? -IQ1_DELTA : IQ1_DELTA;
+        const u64 gr = iq1s_grid[idx(x, g, l)];
+        return dl * ((float)(i8)(u8)(gr >> (8 * j)) + delta);
+    }
+};
+
+struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
+    enum { QK = 256, TS = 136, NSUB = 8 };
+    static __device__ __forceinline__ int ls(const u8* x, int g) {
+        const int lo = (x[4 + g / 2] >> (4 * (g % 2))) & 0x0f;
+        const int hi = (ld16(x + 2) >> (2 * g)) & 3;
+        return lo | (hi << 4);
+    }
+    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const u8* qs = x + 8 + 16 * g;
+        const i8* q8 = q8k_qs(y) + 32 * g;
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            s += q8[j] * kvalues_iq4nl[qs[j] & 0x0f] + q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
+        const float dl = (ldh(x) * q8k_d(y)) * (float)(ls(x, g) - 32);
+        return dl * (float)s;
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int g = e / 32, j = e % 32;
+        const float dl = ldh(x) * (float)(ls(x, g) - 32);
+        const u8 q = x[8 + 16 * g + (j % 16)];
+        return dl * (float)kvalues_iq4nl[j < 16 ? (q & 0x0f) : (q >> 4)];
+    }
+};
+
+// ---- the three kernel templates --------------------------------------------------------------
+
+// acc[t] = W row · activation row t for t < nt (≤ MAXT), summed over the warp (every lane gets
+// the sums). `act` is activation row 0; rows are `act_stride` bytes apart.
+template <class W, int MAXT>
+__device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, int cols, const u8* __restrict__ act,
+                                        long long act_stride, int nt, float (&acc)[MAXT]) {
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+    const int units = cols / W::QK * W::NSUB;
+    for (int u = threadIdx.x; u < units; u += 32) {
+        const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
+        const u8* wb = wrow + (long long)ib * W::TS;
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+            if (t < nt) acc[t] += W::vd(wb, act + t * act_stride, ib, sub);
+    }
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) acc[t] = warp_sum(acc[t]);
+}
+
+// y[t·rows + r] = W[r] · act[t] for t < n.
+template <class W>
+__device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
+                                       int cols, int rows, int n, long long act_stride) {
+    const int r = blockIdx.x * MV_ROWS + threadIdx.y;
+    if (r >= rows) return;  // whole warp
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    const u8* wrow = w + (long long)r * row_bytes;
+    const int groups = (n + MV_TOK - 1) / MV_TOK;
+    for (int g = blockIdx.y; g < groups; g += gridDim.y) {
+        const int t0 = g * MV_TOK, nt = min(MV_TOK, n - t0);
+        float acc[MV_TOK];
+        row_dot<W, MV_TOK>(wrow, cols, act + (long long)t0 * act_stride, act_stride, nt, acc);
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int t = 0; t < MV_TOK; ++t)
+                if (t < nt) y[(long long)(t0 + t) * rows + r] = acc[t];
+        }
+    }
+}
+
+// y[p·rows + r] = W[ids[p]][r] · act[x_per_slot ? p : p / n_used] for pairs p < n_pairs.
+template <class W>
+__device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __restrict__ ids,
+                                     const u8* __restrict__ act, float* __restrict__ y, int cols, int rows,
+                                     int n_slices, int n_used, int n_pairs, int x_per_slot, long long act_stride) {
+    const int r = blockIdx.x * MV_ROWS + threadIdx.y;
+    if (r >= rows) return;
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+        const u32 e = ids[p];
+        float* out = y + (long long)p * rows + r;
+        if (e >= (u32)n_slices) {  // same id in every lane: the branch is warp-uniform
+            if (threadIdx.x == 0) *out = 0.0f;
+            continue;
+        }
+        const u8* wrow = w + ((long long)e * rows + r) * row_bytes;
+        const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
+        float acc[1];
+        row_dot<W, 1>(wrow, cols, a, act_stride, 1, acc);
+        if (threadIdx.x == 0) *out = acc[0];
+    }
+}
+
+// out[i·cols + c] = row ids[i] of W decoded to f32 (zeros for ids ≥ total_rows).
+template <class W>
+__device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __restrict__ ids, float* __restrict__ out,
+                                         int cols, long long total_rows, int n) {
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    for (int i = blockIdx.x; i < n; i += gridDim.x) {
+        const u32 id = ids[i];
+        float* o = out + (long long)i * cols;
+        if ((long long)id >= total_rows) {
+            for (int c = threadIdx.x; c < cols; c += blockDim.x) o[c] = 0.0f;
+            continue;
+        }
+        const u8* row = w + (long long)id * row_bytes;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            const int ib = c / W::QK;
+            o[c] = W::deq(row + (long long)ib * W::TS, c - ib * W::QK);
+        }
+    }
+}
+
+#define QUANT_KERNELS(name, W)                                                                       \
+    extern "C" __global__ void __launch_bounds__(32 * MV_ROWS)                                       \
+        matvec_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,   \
+                      int cols, int rows, int n, long long act_stride) {                             \
+        matvec<W>(w, act, y, cols, rows, n, act_stride);                                             \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * MV_ROWS)                                       \
+        mmid_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
+                    float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
+                    int x_per_slot, long long act_stride) {                                          \
+        mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride);      \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256)                                                \
+        get_rows_##name(const u8* __restrict__ w, const u32* __restrict__ ids, float* __restrict__ out, \
+                        int cols, long long total_rows, int n) {                                     \
+        get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
+    }
+
+QUANT_KERNELS(f32, W_f32)
+QUANT_KERNELS(f16, W_f16)
+QUANT_KERNELS(bf16, W_bf16)
+QUANT_KERNELS(q4_0, W_q4_0)
+QUANT_KERNELS(q4_1, W_q4_1)
+QUANT_KERNELS(q5_0, W_q5_0)
+QUANT_KERNELS(q5_1, W_q5_1)
+QUANT_KERNELS(q8_0, W_q8_0)
+QUANT_KERNELS(q8_1, W_q8_1)
+QUANT_KERNELS(iq4_nl, W_iq4_nl)
+QUANT_KERNELS(mxfp4, W_mxfp4)
+QUANT_KERNELS(nvfp4, W_nvfp4)
+QUANT_KERNELS(q1_0, W_q1_0)
+QUANT_KERNELS(q2_k, W_q2_k)
+QUANT_KERNELS(q3_k, W_q3_k)
+QUANT_KERNELS(q4_k, W_q4_k)
+QUANT_KERNELS(q5_k, W_q5_k)
+QUANT_KERNELS(q6_k, W_q6_k)
+QUANT_KERNELS(tq1_0, W_tq1_0)
+QUANT_KERNELS(tq2_0, W_tq2_0)
+QUANT_KERNELS(iq2_xxs, W_iq2_xxs)
+QUANT_KERNELS(iq2_xs, W_iq2_xs)
+QUANT_KERNELS(iq2_s, W_iq2_s)
+QUANT_KERNELS(iq3_xxs, W_iq3_xxs)
+QUANT_KERNELS(iq3_s, W_iq3_s)
+QUANT_KERNELS(iq1_s, W_iq1_s)
+QUANT_KERNELS(iq1_m, W_iq1_m)
+QUANT_KERNELS(iq4_xs, W_iq4_xs)
+
+// ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
+// x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).
+
+__device__ __forceinline__ u32 warp_sum_u32(u32 v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// One warp per 32-element block, llama.cpp's x86 quantize_row_q8_0/1: inverse scale 127/amax,
+// round half to even, NaN → INT_MIN before the saturating pack; Q8_1 adds s = d·Σq.
+template <bool Q8_1>
+__device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblocks) return;  // whole warp
+    const int lane = threadIdx.x & 31;
+    const float v = x[b * 32 + lane];
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float r = rintf(v * id);
+    const int i = isnan(r) ? (int)0x80000000 : __float2int_rn(r);
+    const int q = max(-128, min(127, i));
+    u8* o = out + b * (Q8_1 ? Q8_1_BYTES : Q8_0_BYTES);
+    o[(Q8_1 ? 4 : 2) + lane] = (u8)(i8)q;
+    const int sum = (int)warp_sum_u32((u32)i);
+    if (lane == 0) {
+        *(__half*)o = __float2half_rn(d);
+        if (Q8_1) *(__half*)(o + 2) = __float2half_rn(d * (float)sum);
+    }
+}
+
+extern "C" __global__ void quantize_act_q8_0(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    quantize_q8_x86<false>(x, out, nblocks);
+}
+
+extern "C" __global__ void quantize_act_q8_1(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    quantize_q8_x86<true>(x, out, nblocks);
+}
+
+// One warp per 256-element block (8 consecutive values a lane), ggml's quantize_row_q8_K_ref:
+// the scale comes from the first element of largest magnitude (-127 / max), ties to even,
+// bsums per 16; an all-zero block is all zero bytes.
+extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblocks) return;
+    const int lane = threadIdx.x & 31;
+    const float* xb = x + b * 256;
+    float v[8];
+    float amax = 0.0f;
+    int at = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        v[j] = xb[8 * lane + j];
+        const float a = fabsf(v[j]);
+        if (a > amax) {
+            amax = a;
+            at = 8 * lane + j;
+        }
+    }
+    // Largest magnitude, earliest index on ties: a total order, so every lane agrees.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, at, o);
+        if (oa > amax || (oa == amax && oi < at)) {
+            amax = oa;
+            at = oi;
+        }
+    }
+    u8* o = out + b * Q8_K_BYTES;
+    if (amax == 0.0f) {
+        u32* q32 = (u32*)(o + 4 + 8 * lane);
+        q32[0] = 0;
+        q32[1] = 0;
+        if (lane < 16) *(i16*)(o + 260 + 2 * lane) = 0;
+        if (lane == 0) *(float*)o = 0.0f;
+        return;
+    }
+    const float iscale = -127.0f / xb[at];
+    u32 packed[2] = {0, 0};
+    int s8 = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const float r = rintf(iscale * v[j]);
+        const int q = min(isnan(r) ? 0 : __float2int_rn(r), 127);
+        s8 += (int)(i8)q;
+        packed[j / 4] |= (u32)(u8)(i8)q << (8 * (j % 4));
+    }
+    u32* q32 = (u32*)(o + 4 + 8 * lane);
+    q32[0] = packed[0];
+    q32[1] = packed[1];
+    const int s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
+    if ((lane & 1) == 0) *(i16*)(o + 260 + lane) = (i16)s16;
+    if (lane == 0) *(float*)o = 1.0f / iscale;
+}
+
+extern "C" __global__ void quantize_act_f16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __half_as_ushort(__float2half_rn(x[i]));
+}
+
+// ggml's GGML_FP32_TO_BF16: round to nearest even, NaNs kept quiet.
+extern "C" __global__ void quantize_act_bf16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const u32 u = __float_as_uint(x[i]);
+    out[i] = (u & 0x7fffffffu) > 0x7f800000u ? (u16)((u >> 16) | 64) : (u16)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+}

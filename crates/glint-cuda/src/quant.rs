@@ -1,32 +1,173 @@
 //! Weights on the device and the quantized matmuls (kernels/quant.cu).
-// TODO(helper): being written.
+//!
+//! A weight stays in its GGUF bytes on the device. A product first quantizes the activation to
+//! the weight type's partner format (`quantize_act_*`, byte-identical to glint-quant's
+//! `quantize_activation`, so the integer sums equal the CPU's), into one scratch buffer this
+//! state owns, then runs the type's `matvec_*` / `mmid_*` kernel. Every op checks sizes on the
+//! host and only enqueues work: nothing here waits for the device.
 
+use std::sync::Mutex;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use glint_core::error::need;
 use glint_core::{CoreError, GgmlType, Result, StepSizes};
 
-use crate::backend::CudaBackend;
+use crate::backend::{dev, grid_1d, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaIds, CudaWeight};
+use crate::compile::Family;
 
-/// Per-backend scratch of the quantized matmuls (the quantized activation).
+/// One weight type on the CUDA backend: its kernels and the activation format they read.
+pub(crate) struct Kind {
+    pub ty: GgmlType,
+    pub matvec: &'static str,
+    pub mmid: &'static str,
+    pub get_rows: &'static str,
+    /// The activation format of `matvec` / `mmid` (F32: the activation as is).
+    pub partner: GgmlType,
+}
+
+macro_rules! kinds {
+    ($($ty:ident => $name:literal, $partner:ident;)*) => {
+        /// Each supported weight type is one row; kernels/quant.cu's `QUANT_KERNELS(name, ..)`
+        /// lines are the other half. The partner is glint-quant's `vec_dot_type` except Q8_1,
+        /// which glint-quant has no dot kernel for: the CPU backend decodes its rows and takes
+        /// an f32 dot, and so does this (partner F32).
+        pub(crate) const KINDS: &[Kind] = &[$(Kind {
+            ty: GgmlType::$ty,
+            matvec: concat!("matvec_", $name),
+            mmid: concat!("mmid_", $name),
+            get_rows: concat!("get_rows_", $name),
+            partner: GgmlType::$partner,
+        },)*];
+    };
+}
+
+kinds! {
+    F32 => "f32", F32;
+    F16 => "f16", F16;
+    BF16 => "bf16", BF16;
+    Q4_0 => "q4_0", Q8_0;
+    Q4_1 => "q4_1", Q8_1;
+    Q5_0 => "q5_0", Q8_0;
+    Q5_1 => "q5_1", Q8_1;
+    Q8_0 => "q8_0", Q8_0;
+    Q8_1 => "q8_1", F32;
+    IQ4_NL => "iq4_nl", Q8_0;
+    MXFP4 => "mxfp4", Q8_0;
+    NVFP4 => "nvfp4", Q8_0;
+    Q1_0 => "q1_0", Q8_0;
+    Q2_K => "q2_k", Q8_K;
+    Q3_K => "q3_k", Q8_K;
+    Q4_K => "q4_k", Q8_K;
+    Q5_K => "q5_k", Q8_K;
+    Q6_K => "q6_k", Q8_K;
+    TQ1_0 => "tq1_0", Q8_K;
+    TQ2_0 => "tq2_0", Q8_K;
+    IQ2_XXS => "iq2_xxs", Q8_K;
+    IQ2_XS => "iq2_xs", Q8_K;
+    IQ2_S => "iq2_s", Q8_K;
+    IQ3_XXS => "iq3_xxs", Q8_K;
+    IQ3_S => "iq3_s", Q8_K;
+    IQ1_S => "iq1_s", Q8_K;
+    IQ1_M => "iq1_m", Q8_K;
+    IQ4_XS => "iq4_xs", Q8_K;
+}
+
+/// The table row of `ty`, if this backend multiplies it.
+pub(crate) fn kind(ty: GgmlType) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.ty == ty)
+}
+
+fn kind_for(op: &'static str, ty: GgmlType) -> Result<&'static Kind> {
+    kind(ty).ok_or(CoreError::UnsupportedType { op, ty })
+}
+
+/// The activation quantizer for `partner` and how many source floats one of its threads or
+/// warps covers: (kernel, elements per block, one warp per block?). `None` for F32.
+fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, bool)> {
+    Some(match partner {
+        GgmlType::Q8_0 => ("quantize_act_q8_0", 32, true),
+        GgmlType::Q8_1 => ("quantize_act_q8_1", 32, true),
+        GgmlType::Q8_K => ("quantize_act_q8_k", 256, true),
+        GgmlType::F16 => ("quantize_act_f16", 1, false),
+        GgmlType::BF16 => ("quantize_act_bf16", 1, false),
+        _ => return None,
+    })
+}
+
+/// Warps of 32 lanes per output-row block of the matvec kernels (kernels/quant.cu MV_ROWS),
+/// and tokens one warp handles per weight-row read (MV_TOK).
+const MV_ROWS: usize = 4;
+const MV_TOK: usize = 8;
+/// CUDA's limit on grid.y / grid.z; the kernels stride over larger counts.
+const GRID_YZ_MAX: usize = 65_535;
+
+pub(crate) fn supports(ty: GgmlType) -> bool {
+    kind(ty).is_some()
+}
+
+/// Per-backend scratch of the quantized matmuls: the quantized activation.
 #[derive(Default)]
-pub struct QuantState {}
+pub struct QuantState {
+    act: Mutex<Option<CudaSlice<u8>>>,
+}
+
+/// Bytes of the largest partner format for `rows × cols` activations (the same bound the CPU
+/// backend's scratch uses: cols rounded up to a Q8_K block).
+fn worst_act_bytes(rows: usize, cols: usize) -> usize {
+    let cols = cols.next_multiple_of(256);
+    [
+        GgmlType::Q8_0,
+        GgmlType::Q8_1,
+        GgmlType::Q8_K,
+        GgmlType::F16,
+        GgmlType::BF16,
+    ]
+    .iter()
+    .filter_map(|&p| glint_quant::dot::activation_bytes(p, cols).ok())
+    .max()
+    .unwrap_or(0)
+    .saturating_mul(rows)
+}
 
 impl QuantState {
     pub(crate) fn prepare(&self, be: &CudaBackend, s: &StepSizes) -> Result<()> {
-        let _ = (be, s);
+        let bytes = s
+            .act_shapes
+            .iter()
+            .map(|&(rows, cols)| worst_act_bytes(rows, cols))
+            .max()
+            .unwrap_or(0);
+        let mut g = self.act.lock().unwrap_or_else(|p| p.into_inner());
+        ensure(be, &mut g, bytes)?;
         Ok(())
     }
 }
 
-fn todo_err(op: &'static str) -> CoreError {
-    CoreError::Device {
-        op,
-        msg: "not yet implemented on CUDA".into(),
+/// Grows the scratch to at least `bytes` (only when a call exceeds what `prepare` sized).
+fn ensure<'g>(
+    be: &CudaBackend,
+    slot: &'g mut Option<CudaSlice<u8>>,
+    bytes: usize,
+) -> Result<&'g CudaSlice<u8>> {
+    let have = slot.as_ref().map_or(0, |s| s.len());
+    if have < bytes || slot.is_none() {
+        if have > 0 {
+            tracing::debug!(have, need = bytes, "growing the CUDA activation scratch");
+        }
+        // Drop the old one first so peak memory is not old + new.
+        *slot = None;
+        *slot = Some(be.zeros::<u8>("quantized activation scratch", bytes)?);
     }
+    Ok(slot.as_ref().expect("just set"))
 }
 
-pub(crate) fn supports(ty: GgmlType) -> bool {
-    let _ = ty;
-    false
+/// `a · b`, or a parameter error naming the op.
+fn mul(op: &'static str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| CoreError::Param {
+        op,
+        msg: format!("{a} × {b} overflows"),
+    })
 }
 
 pub(crate) fn upload_weight(
@@ -36,8 +177,122 @@ pub(crate) fn upload_weight(
     dims: &[usize],
     bytes: &[u8],
 ) -> Result<CudaWeight> {
-    let _ = (be, name, ty, dims, bytes);
-    Err(todo_err("upload_weight"))
+    const OP: &str = "upload_weight";
+    if !supports(ty) {
+        return Err(CoreError::UnsupportedType { op: OP, ty });
+    }
+    if dims.is_empty() || dims.len() > 3 {
+        return Err(CoreError::Param {
+            op: OP,
+            msg: format!("{name}: {} dims, expected 1 to 3", dims.len()),
+        });
+    }
+    let cols = dims[0];
+    let rows = dims.get(1).copied().unwrap_or(1);
+    let slices = dims.get(2).copied().unwrap_or(1);
+    let row_bytes = ty.row_bytes(cols as u64).ok_or_else(|| CoreError::Param {
+        op: OP,
+        msg: format!("{name}: row of {cols} elements is not whole blocks of {ty}"),
+    })? as usize;
+    let expected = row_bytes
+        .checked_mul(rows)
+        .and_then(|v| v.checked_mul(slices))
+        .ok_or_else(|| CoreError::Param {
+            op: OP,
+            msg: format!("{name}: size overflows"),
+        })?;
+    if bytes.len() != expected {
+        return Err(CoreError::Param {
+            op: OP,
+            msg: format!("{name}: {} bytes, expected {expected}", bytes.len()),
+        });
+    }
+    // The kernels take these as `int`; refuse here rather than at the first product.
+    for (what, v) in [("cols", cols), ("rows", rows), ("slices", slices)] {
+        if i32::try_from(v).is_err() {
+            return Err(CoreError::Param {
+                op: OP,
+                msg: format!("{name}: {what} = {v} does not fit a 32-bit kernel argument"),
+            });
+        }
+    }
+    let data = if bytes.is_empty() {
+        be.zeros::<u8>("weight", 1)?
+    } else {
+        // SAFETY: every byte is written by the copy right after, in stream order.
+        let mut d =
+            unsafe { be.stream.alloc::<u8>(bytes.len()) }.map_err(|e| CoreError::Device {
+                op: "allocating device memory",
+                msg: format!("weight {name}: {} bytes: {e}", bytes.len()),
+            })?;
+        be.stream
+            .memcpy_htod(bytes, &mut d)
+            .map_err(dev("upload_weight"))?;
+        d
+    };
+    Ok(CudaWeight {
+        data,
+        name: name.to_string(),
+        ty,
+        dims: [cols, rows, slices],
+    })
+}
+
+/// The activation of a product: the f32 rows themselves, or their quantized copy.
+enum Act<'a> {
+    F32(&'a CudaSlice<f32>),
+    Quant(&'a CudaSlice<u8>),
+}
+
+/// Quantizes `rows × cols` of `x` to `k.partner` (into the scratch in `slot`) and returns the
+/// activation the product kernels read, with its row stride in bytes.
+fn activation<'a>(
+    be: &CudaBackend,
+    op: &'static str,
+    k: &Kind,
+    x: &'a CudaBuf,
+    rows: usize,
+    cols: usize,
+    slot: &'a mut Option<CudaSlice<u8>>,
+) -> Result<(Act<'a>, i64)> {
+    let stride = glint_quant::dot::activation_bytes(k.partner, cols)?;
+    let stride_i = i64::try_from(stride).map_err(|_| CoreError::Param {
+        op,
+        msg: format!("activation row of {stride} bytes"),
+    })?;
+    let Some((kernel, per, warp)) = quantizer(k.partner) else {
+        return Ok((Act::F32(&x.data), stride_i));
+    };
+    let bytes = mul(op, rows, stride)?;
+    let out = ensure(be, slot, bytes)?;
+    let elems = mul(op, rows, cols)?;
+    let blocks = elems / per;
+    let cfg = if warp {
+        // 8 warps of 256 threads, one block of the partner format each.
+        grid_1d(mul(op, blocks, 32)?)
+    } else {
+        grid_1d(blocks)
+    };
+    let blocks_i = blocks as i64;
+    let f = be.func(Family::Quant, kernel)?;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&x.data).arg(out).arg(&blocks_i);
+    // SAFETY: the kernel reads `elems` floats of x (checked by the caller) and writes
+    // `rows × stride` bytes of the scratch (just sized).
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok((Act::Quant(out), stride_i))
+}
+
+fn mv_grid(rows: usize, y_count: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            rows.div_ceil(MV_ROWS).max(1) as u32,
+            y_count.clamp(1, GRID_YZ_MAX) as u32,
+            1,
+        ),
+        block_dim: (32, MV_ROWS as u32, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 pub(crate) fn matmul(
@@ -47,8 +302,39 @@ pub(crate) fn matmul(
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, w, x, n, y);
-    Err(todo_err("matmul"))
+    const OP: &str = "matmul";
+    let k = kind_for(OP, w.ty)?;
+    if w.slices() != 1 {
+        return Err(CoreError::Param {
+            op: OP,
+            msg: format!("weight has {} slices; use mul_mat_id", w.slices()),
+        });
+    }
+    let (cols, rows) = (w.cols(), w.rows());
+    need(OP, "x", mul(OP, n, cols)?, x.len)?;
+    need(OP, "y", mul(OP, n, rows)?, y.len)?;
+    if n == 0 || rows == 0 {
+        return Ok(());
+    }
+    let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
+    let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
+    let f = be.func(Family::Quant, k.matvec)?;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&w.data);
+    match &act {
+        Act::F32(s) => b.arg(*s),
+        Act::Quant(s) => b.arg(*s),
+    };
+    b.arg(&mut y.data)
+        .arg(&cols_i)
+        .arg(&rows_i)
+        .arg(&n_i)
+        .arg(&stride);
+    // SAFETY: the kernel reads rows × row_bytes of w (checked at upload), n activation rows
+    // and writes n × rows floats of y (checked above).
+    unsafe { b.launch(mv_grid(rows, n.div_ceil(MV_TOK))) }.map_err(dev(OP))?;
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -62,8 +348,41 @@ pub(crate) fn mul_mat_id(
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, w, ids, n_used, x, x_per_slot, n, y);
-    Err(todo_err("mul_mat_id"))
+    const OP: &str = "mul_mat_id";
+    let k = kind_for(OP, w.ty)?;
+    let (cols, rows, slices) = (w.cols(), w.rows(), w.slices());
+    let pairs = mul(OP, n, n_used)?;
+    need(OP, "ids", pairs, ids.len)?;
+    let x_rows = if x_per_slot { pairs } else { n };
+    need(OP, "x", mul(OP, x_rows, cols)?, x.len)?;
+    need(OP, "y", mul(OP, pairs, rows)?, y.len)?;
+    if pairs == 0 || rows == 0 {
+        return Ok(());
+    }
+    let (cols_i, rows_i, slices_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, slices)?);
+    let (used_i, pairs_i) = (int(OP, n_used)?, int(OP, pairs)?);
+    let per_slot_i = x_per_slot as i32;
+    let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    let (act, stride) = activation(be, OP, k, x, x_rows, cols, &mut g)?;
+    let f = be.func(Family::Quant, k.mmid)?;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&w.data).arg(&ids.data);
+    match &act {
+        Act::F32(s) => b.arg(*s),
+        Act::Quant(s) => b.arg(*s),
+    };
+    b.arg(&mut y.data)
+        .arg(&cols_i)
+        .arg(&rows_i)
+        .arg(&slices_i)
+        .arg(&used_i)
+        .arg(&pairs_i)
+        .arg(&per_slot_i)
+        .arg(&stride);
+    // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
+    // y sizes are checked above.
+    unsafe { b.launch(mv_grid(rows, pairs)) }.map_err(dev(OP))?;
+    Ok(())
 }
 
 pub(crate) fn get_rows(
@@ -73,6 +392,74 @@ pub(crate) fn get_rows(
     n: usize,
     out: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, w, ids, n, out);
-    Err(todo_err("get_rows"))
+    const OP: &str = "get_rows";
+    let k = kind_for(OP, w.ty)?;
+    let cols = w.cols();
+    need(OP, "ids", n, ids.len)?;
+    need(OP, "out", mul(OP, n, cols)?, out.len)?;
+    if n == 0 || cols == 0 {
+        return Ok(());
+    }
+    let (cols_i, n_i) = (int(OP, cols)?, int(OP, n)?);
+    // Rows of every slice, in slice-major order, like the CPU backend.
+    let total = mul(OP, w.rows(), w.slices())? as i64;
+    let f = be.func(Family::Quant, k.get_rows)?;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&w.data)
+        .arg(&ids.data)
+        .arg(&mut out.data)
+        .arg(&cols_i)
+        .arg(&total)
+        .arg(&n_i);
+    let cfg = LaunchConfig {
+        grid_dim: (n.min(GRID_YZ_MAX) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: ids holds n entries, out n × cols floats; an id past the last row writes zeros.
+    unsafe { b.launch(cfg) }.map_err(dev(OP))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every type glint-quant gives an activation partner has a row, with glint-quant's partner
+    /// (Q8_1 aside, see KINDS), and kernel names are unique.
+    #[test]
+    fn table_covers_glint_quant() {
+        for &ty in GgmlType::ALL {
+            let t = glint_quant::traits(ty);
+            match (t.vec_dot_type, kind(ty)) {
+                (Some(p), Some(k)) if ty == GgmlType::Q8_1 => {
+                    assert_eq!(p, GgmlType::Q8_1);
+                    assert_eq!(k.partner, GgmlType::F32);
+                }
+                (Some(p), Some(k)) => assert_eq!(k.partner, p, "{ty}"),
+                (None, None) => {}
+                (a, b) => panic!("{ty}: vec_dot_type {a:?}, CUDA row {}", b.is_some()),
+            }
+        }
+        let mut names: Vec<_> = KINDS.iter().map(|k| k.matvec).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len());
+    }
+
+    /// Each kernel the table names is defined in kernels/quant.cu.
+    #[test]
+    fn kernels_exist_in_source() {
+        let src = crate::compile::Family::Quant.source();
+        for k in KINDS {
+            let name = k.matvec.trim_start_matches("matvec_");
+            assert!(
+                src.contains(&format!("QUANT_KERNELS({name}, ")),
+                "{name} missing"
+            );
+            if let Some((q, _, _)) = quantizer(k.partner) {
+                assert!(src.contains(&format!("void {q}(")), "{q} missing");
+            }
+        }
+    }
 }

@@ -1,0 +1,326 @@
+//! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
+//! the CPU backend: `matmul` (1, 3 and 9 tokens: 9 takes the more-than-8-tokens path),
+//! `mul_mat_id` (both activation layouts) and `get_rows`, same weight bytes, same activations.
+//! Needs a GPU.
+#![cfg(feature = "cuda")]
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use glint_core::{Backend, CpuBackend, GgmlType};
+use glint_cuda::CudaBackend;
+use half::f16;
+
+/// xorshift64*: reproducible without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform in [-1, 1).
+    fn f(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    fn below(&mut self, n: u32) -> u32 {
+        (self.next() >> 33) as u32 % n
+    }
+}
+
+/// Offsets of the f16 super-scale of i-quant blocks glint-quant has no quantizer for.
+fn f16_scale_offset(ty: GgmlType) -> Option<usize> {
+    use GgmlType::*;
+    match ty {
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => Some(0),
+        _ => None,
+    }
+}
+
+/// `n_elems` valid elements of `ty`: quantized random floats where glint-quant has a quantizer,
+/// else random bytes with the block scale rewritten to a finite, moderate f16.
+fn weight_bytes(rng: &mut Rng, ty: GgmlType, n_elems: usize) -> Vec<u8> {
+    if glint_quant::traits(ty).from_f32.is_some() {
+        let v: Vec<f32> = (0..n_elems).map(|_| rng.f()).collect();
+        return glint_quant::quantize_to_vec(ty, &v).expect("quantize");
+    }
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    let mut b: Vec<u8> = (0..n_elems / bs * ts).map(|_| rng.next() as u8).collect();
+    for blk in b.chunks_exact_mut(ts) {
+        let d = f16::from_f32(0.002 + 0.02 * rng.f().abs());
+        if let Some(off) = f16_scale_offset(ty) {
+            blk[off..off + 2].copy_from_slice(&d.to_le_bytes());
+        } else if ty == GgmlType::IQ1_M {
+            // The f16 scale is the top nibble of each of the four u16 `scales` (bytes 48..56).
+            let bits = d.to_bits();
+            for i in 0..4 {
+                let at = 48 + 2 * i;
+                let s = u16::from_le_bytes([blk[at], blk[at + 1]]);
+                let s = (s & 0x0fff) | (((bits >> (4 * i)) & 0xf) << 12);
+                blk[at..at + 2].copy_from_slice(&s.to_le_bytes());
+            }
+        } else {
+            panic!("{ty}: no quantizer and no known scale field");
+        }
+    }
+    b
+}
+
+/// Σ over weight blocks of |block partial|: each block's dot product with the quantized
+/// activation, as glint-quant's own `vec_dot` computes it (f32 dot of the decoded row for types
+/// without one, i.e. Q8_1). `w` and `x` are one row each.
+fn abs_partials(ty: GgmlType, w: &[u8], x: &[f32]) -> f64 {
+    let bs = ty.block_size();
+    let ts = ty.type_size();
+    match glint_quant::dot::partner_type(ty) {
+        Some(p) => {
+            let mut a = vec![0u8; glint_quant::dot::activation_bytes(p, x.len()).unwrap()];
+            glint_quant::dot::quantize_activation(p, x, &mut a).unwrap();
+            let ab = glint_quant::dot::activation_bytes(p, bs).unwrap();
+            w.chunks_exact(ts)
+                .zip(a.chunks_exact(ab))
+                .map(|(wb, ablk)| glint_quant::dot::vec_dot(ty, bs, wb, ablk).unwrap().abs() as f64)
+                .sum()
+        }
+        None => {
+            let d = glint_quant::dequantize_to_vec(ty, w).unwrap();
+            d.iter().zip(x).map(|(a, b)| (a * b).abs() as f64).sum()
+        }
+    }
+}
+
+/// Work units one kernel lane sums per weight block (kernels/quant.cu NSUB).
+fn units_per_block(ty: GgmlType) -> usize {
+    match ty.block_size() {
+        256 => 8,
+        64 | 128 => 4,
+        _ => 1,
+    }
+}
+
+/// Tolerance of one output. Both backends form the same exact integer sums per block and the
+/// same few-rounding float scalings of them, then add k partials in f32 in different orders
+/// (k = units per row on the GPU, plus its 32-lane tree); the f32 summation error of each is at
+/// most k·2⁻²⁴·Σ|partial|. Allowing 4× that bound for two sums with independent error and for
+/// the partials' own few-ulp differences (K-quant partials subtract their min term, so the
+/// terms can exceed the block partial by a small factor) gives 4·(k + 32)·2⁻²⁴·Σ|partial|.
+fn tolerance(ty: GgmlType, cols: usize, abs_sum: f64) -> f64 {
+    let k = cols / ty.block_size() * units_per_block(ty) + 32;
+    4.0 * k as f64 * f64::from(f32::EPSILON / 2.0) * abs_sum + 1e-30
+}
+
+fn shapes(ty: GgmlType) -> Vec<(usize, usize)> {
+    let bs = ty.block_size();
+    if bs == 1 {
+        // The conformance suite's odd widths.
+        vec![(7, 4), (13, 5), (513, 37)]
+    } else {
+        // Two blocks over 4 rows, and a wider, 256-multiple row over a ragged row count.
+        vec![(2 * bs, 4), (bs.max(256) * 3, 37)]
+    }
+}
+
+fn check_close(what: &str, got: &[f32], want: &[f32], tol: &[f64]) {
+    for (i, ((&g, &w), &t)) in got.iter().zip(want).zip(tol).enumerate() {
+        let err = (g as f64 - w as f64).abs();
+        assert!(
+            err <= t && g.is_finite(),
+            "{what}: element {i}: cuda {g} cpu {w} (error {err:e} > tolerance {t:e})"
+        );
+    }
+}
+
+fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
+    for (cols, rows) in shapes(ty) {
+        let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+        // ---- matmul -----------------------------------------------------------------------
+        let wb = weight_bytes(rng, ty, cols * rows);
+        let wc = cuda
+            .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
+            .expect("cuda upload");
+        let wcpu = cpu
+            .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
+            .expect("cpu upload");
+        for n in [1usize, 3, 9] {
+            let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
+            let mut want = vec![0.0f32; n * rows];
+            cpu.matmul(&wcpu, &x, n, &mut want).expect("cpu matmul");
+            let xd = cuda.upload(&x).unwrap();
+            let mut yd = cuda.alloc(n * rows).unwrap();
+            cuda.matmul(&wc, &xd, n, &mut yd).expect("cuda matmul");
+            let mut got = vec![0.0f32; n * rows];
+            cuda.download(&yd, &mut got).unwrap();
+            let tol: Vec<f64> = (0..n * rows)
+                .map(|i| {
+                    let (t, r) = (i / rows, i % rows);
+                    let w = &wb[r * row_bytes..(r + 1) * row_bytes];
+                    tolerance(ty, cols, abs_partials(ty, w, &x[t * cols..(t + 1) * cols]))
+                })
+                .collect();
+            check_close(
+                &format!("{ty} matmul {cols}x{rows} n={n}"),
+                &got,
+                &want,
+                &tol,
+            );
+        }
+
+        // ---- get_rows (bit-identical: the same float expressions, no contraction) ---------
+        let mut pick: Vec<u32> = (0..rows as u32).rev().collect();
+        pick.push(0);
+        pick.push(rows as u32 - 1);
+        let mut want = vec![0.0f32; pick.len() * cols];
+        cpu.get_rows(&wcpu, &pick, pick.len(), &mut want)
+            .expect("cpu get_rows");
+        let mut pick_past = pick.clone();
+        pick_past.push(rows as u32 + 5); // past the end: zeros on CUDA
+        let ids = cuda.upload_ids(&pick_past).unwrap();
+        let mut out = cuda.alloc(pick_past.len() * cols).unwrap();
+        cuda.write(&mut out, &vec![1.0; pick_past.len() * cols])
+            .unwrap();
+        cuda.get_rows(&wc, &ids, pick_past.len(), &mut out)
+            .expect("cuda get_rows");
+        let mut got = vec![0.0f32; pick_past.len() * cols];
+        cuda.download(&out, &mut got).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{ty} get_rows {cols}x{rows}: element {i}: cuda {g} cpu {w}"
+            );
+        }
+        assert!(
+            got[want.len()..].iter().all(|&v| v == 0.0),
+            "{ty} get_rows: a row past the end must be zeros"
+        );
+
+        // ---- mul_mat_id ---------------------------------------------------------------------
+        let slices = 3usize;
+        let n_used = 2usize;
+        let wb = weight_bytes(rng, ty, cols * rows * slices);
+        let wc = cuda
+            .upload_weight("e", ty, &[cols, rows, slices], Cow::Borrowed(&wb))
+            .expect("cuda upload 3-D");
+        let wcpu = cpu
+            .upload_weight("e", ty, &[cols, rows, slices], Cow::Borrowed(&wb))
+            .expect("cpu upload 3-D");
+        for n in [1usize, 3, 9] {
+            for per_slot in [false, true] {
+                let sel: Vec<u32> = (0..n * n_used).map(|_| rng.below(slices as u32)).collect();
+                let x_rows = if per_slot { n * n_used } else { n };
+                let x: Vec<f32> = (0..x_rows * cols).map(|_| rng.f()).collect();
+                let mut want = vec![0.0f32; n * n_used * rows];
+                cpu.mul_mat_id(&wcpu, &sel, n_used, &x, per_slot, n, &mut want)
+                    .expect("cpu mul_mat_id");
+                let xd = cuda.upload(&x).unwrap();
+                let mut yd = cuda.alloc(n * n_used * rows).unwrap();
+                cuda.mul_mat_id(
+                    &wc,
+                    &cuda.upload_ids(&sel).unwrap(),
+                    n_used,
+                    &xd,
+                    per_slot,
+                    n,
+                    &mut yd,
+                )
+                .expect("cuda mul_mat_id");
+                let mut got = vec![0.0f32; n * n_used * rows];
+                cuda.download(&yd, &mut got).unwrap();
+                let tol: Vec<f64> = (0..n * n_used * rows)
+                    .map(|i| {
+                        let (p, r) = (i / rows, i % rows);
+                        let g = sel[p] as usize * rows + r;
+                        let w = &wb[g * row_bytes..(g + 1) * row_bytes];
+                        let xr = if per_slot { p } else { p / n_used };
+                        tolerance(
+                            ty,
+                            cols,
+                            abs_partials(ty, w, &x[xr * cols..(xr + 1) * cols]),
+                        )
+                    })
+                    .collect();
+                let what =
+                    format!("{ty} mul_mat_id {cols}x{rows}x{slices} n={n} per_slot={per_slot}");
+                check_close(&what, &got, &want, &tol);
+
+                // An expert id past the last slice writes zeros there and leaves the rest.
+                let mut bad = sel.clone();
+                bad[0] = slices as u32 + 1;
+                cuda.write(&mut yd, &vec![7.0; n * n_used * rows]).unwrap();
+                cuda.mul_mat_id(
+                    &wc,
+                    &cuda.upload_ids(&bad).unwrap(),
+                    n_used,
+                    &xd,
+                    per_slot,
+                    n,
+                    &mut yd,
+                )
+                .expect("cuda mul_mat_id, bad id");
+                cuda.download(&yd, &mut got).unwrap();
+                assert!(
+                    got[..rows].iter().all(|&v| v == 0.0),
+                    "{what}: bad id must give zeros"
+                );
+                check_close(
+                    &format!("{what} (bad id)"),
+                    &got[rows..],
+                    &want[rows..],
+                    &tol[rows..],
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_weight_type_matches_the_cpu_backend() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let want: BTreeSet<String> = GgmlType::ALL
+        .iter()
+        .filter(|&&t| glint_quant::traits(t).vec_dot_type.is_some())
+        .map(|t| t.to_string())
+        .collect();
+    let mut covered = BTreeSet::new();
+    for &ty in GgmlType::ALL {
+        if glint_quant::traits(ty).vec_dot_type.is_none() {
+            continue;
+        }
+        assert!(cuda.supports_weight_type(ty), "{ty}: not supported on CUDA");
+        run_type(&cuda, &cpu, &mut rng, ty);
+        covered.insert(ty.to_string());
+        eprintln!("{ty}: ok");
+    }
+    assert_eq!(covered, want, "every type with a vec_dot_type is covered");
+    assert!(covered.len() >= 28, "{} types covered", covered.len());
+}
+
+/// Sizes are checked on the host before anything is launched.
+#[test]
+fn shapes_are_checked() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let ty = GgmlType::Q8_0;
+    let mut rng = Rng(1);
+    let wb = weight_bytes(&mut rng, ty, 64 * 4);
+    // A wrong byte length and a row that is not whole blocks are refused.
+    assert!(cuda
+        .upload_weight("w", ty, &[64, 4], Cow::Borrowed(&wb[..wb.len() - 1]))
+        .is_err());
+    assert!(cuda
+        .upload_weight("w", ty, &[48, 4], Cow::Borrowed(&wb))
+        .is_err());
+    assert!(!cuda.supports_weight_type(GgmlType::I32));
+    let w = cuda
+        .upload_weight("w", ty, &[64, 4], Cow::Borrowed(&wb))
+        .unwrap();
+    let x = cuda.alloc(64).unwrap();
+    let mut y = cuda.alloc(4).unwrap();
+    assert!(cuda.matmul(&w, &x, 2, &mut y).is_err(), "x too short");
+    let x2 = cuda.alloc(128).unwrap();
+    assert!(cuda.matmul(&w, &x2, 2, &mut y).is_err(), "y too short");
+    cuda.matmul(&w, &x, 1, &mut y).unwrap();
+    cuda.synchronize().unwrap();
+}
