@@ -1,1 +1,244 @@
-// kernels/indexer.cu
+// The DSA lightning indexer's scores and row-wise top-k (crates/glint-core/src/cpu/attention.rs).
+//
+// Value order everywhere is Rust's f32::total_cmp (NaN above +inf, -NaN below -inf, -0 below
+// +0), ties to the lower index, so the selected set equals the CPU's.
+
+// f32 -> u32 whose unsigned order is f32::total_cmp's order.
+__device__ __forceinline__ u32 idx_order_key(float f) {
+    u32 b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// Pool row of logical key t of token s's sequence, or -1 where a table entry, the sequence or
+// the row is out of range (ids are the caller's check; this only keeps memory safe).
+__device__ __forceinline__ long long idx_page_row(const u32* tables, long long n_table, const u32* token_seq,
+                                                  int max_blocks, int block_size, long long pool_rows,
+                                                  int s, long long t) {
+    long long b = t / block_size;
+    if (t < 0 || b >= max_blocks) return -1;
+    long long at = (long long)token_seq[s] * max_blocks + b;
+    if (at >= n_table) return -1;
+    long long r = (long long)tables[at] * block_size + t % block_size;
+    return r < pool_rows ? r : -1;
+}
+
+
+template <int TY>
+__device__ __forceinline__ float idx_ld(const u8* data, const float* scales, long long r, int dim, int i) {
+    long long at = r * dim + i;
+    if (TY == CACHE_F32) return ((const float*)data)[at];
+    if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
+    if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
+    return fp8_to_f32(data[at]) * scales[r];
+}
+
+// Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
+// flight per thread.
+template <int TY>
+__device__ __forceinline__ void idx_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
+                                                float* dst) {
+    const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
+    const int total = nt * dim;
+    for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            v[u] = 0.0f;
+            if (e < total) {
+                int kk = e / dim;
+                long long r = rows[kk];
+                if (r >= 0) v[u] = idx_ld<TY>(c.data, scales, r, dim, e - kk * dim);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            if (e < total) {
+                int kk = e / dim;
+                dst[kk * st + e - kk * dim] = v[u];
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void idx_load_tile(CacheView c, const long long* rows, int nt, int dim, int st,
+                                              float* dst) {
+    switch (c.ty) {
+        case CACHE_F32: idx_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
+        case CACHE_F16: idx_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
+        case CACHE_BF16: idx_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
+        default: idx_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
+    }
+}
+
+// ---- scores -----------------------------------------------------------------------------------
+// Grid (n_tokens, ceil(n_kv / kt)), block of `blockDim.x` threads (a multiple of 32). Block
+// (s, y) scores keys [y·kt, y·kt + kt) of token s: the token's queries (n_heads rows of d, padded
+// to d + 1 so lane j reading head j is conflict-free) and weights and the kt decoded key rows sit
+// in dynamic shared memory; each warp takes a key, lane j the heads j, j + 32, ..., then one warp
+// sum. out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t]) for t ≤ pos[s] (and t < n_kv), −∞ otherwise.
+// Shared: n_heads·(d + 1) + n_heads + kt·d floats, then kt i64 rows.
+extern "C" __global__ void indexer_scores(const float* q, const float* w, const u8* kdata, long long krows,
+                                          int kdim, int kty, const u32* positions, const u32* tables,
+                                          long long n_table, const u32* token_seq, int max_blocks,
+                                          int block_size, int n_heads, int d, int n_kv, int kt,
+                                          float* out) {
+    extern __shared__ float isc_sm[];
+    int s = blockIdx.x;
+    long long t0 = (long long)blockIdx.y * kt;
+    long long t_end = min(t0 + kt, (long long)n_kv);
+    long long nk = min((long long)positions[s] + 1, (long long)n_kv);
+    float* orow = out + (long long)s * n_kv;
+    int tid = threadIdx.x, bd = blockDim.x;
+    if (t0 >= nk) {
+        for (long long t = t0 + tid; t < t_end; t += bd) orow[t] = NEG_INF;
+        return;
+    }
+    int qs_stride = d + 1;
+    float* qs = isc_sm;
+    float* ws = qs + (long long)n_heads * qs_stride;
+    float* ks = ws + n_heads;
+    // 8-byte aligned after the floats.
+    long long off = (long long)n_heads * qs_stride + n_heads + (long long)kt * d;
+    off = (off + 1) & ~1ll;
+    long long* rows = (long long*)(isc_sm + off);
+
+    const float* qg = q + (long long)s * n_heads * d;
+    for (int e0 = tid; e0 < n_heads * d; e0 += bd * 4) {
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int e = e0 + u * bd;
+            v[u] = e < n_heads * d ? qg[e] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int e = e0 + u * bd;
+            if (e < n_heads * d) qs[(e / d) * qs_stride + e % d] = v[u];
+        }
+    }
+    for (int j = tid; j < n_heads; j += bd) ws[j] = w[(long long)s * n_heads + j];
+    for (int kk = tid; kk < kt; kk += bd) {
+        long long t = t0 + kk;
+        rows[kk] = t < nk ? idx_page_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
+    }
+    __syncthreads();
+    CacheView c = {kdata, krows, kdim, kty};
+    idx_load_tile(c, rows, kt, d, d, ks);
+    __syncthreads();
+    int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;
+    for (int kk = warp; kk < kt; kk += nw) {
+        long long t = t0 + kk;
+        if (t >= t_end) break;
+        const float* kr = ks + (long long)kk * d;
+        float acc = 0.0f;
+        for (int j = lane; j < n_heads; j += 32) {
+            const float* qj = qs + (long long)j * qs_stride;
+            float dot = 0.0f;
+            for (int i = 0; i < d; i++) dot = fmaf(qj[i], kr[i], dot);
+            acc += ws[j] * fmaxf(dot, 0.0f);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) orow[t] = t < nk ? acc : NEG_INF;
+    }
+}
+
+// ---- top-k ------------------------------------------------------------------------------------
+// One block per row (blockDim.x a multiple of 32, at most 1024). A radix select over the
+// total-order keys (four passes of 8 bits) finds T, the k-th largest key, and how many of the
+// keys equal to T are taken (the lowest-index ones). A last pass writes, in index order, every
+// index with key > T to ids[0 ..) and the first of those with key == T after them: a
+// deterministic set and order. Needs 1 ≤ k ≤ n.
+extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
+    __shared__ u32 hist[256];
+    __shared__ u32 sh_prefix, sh_remaining;
+    __shared__ u32 warp_gt[32], warp_eq[32];
+    const float* row = x + (long long)blockIdx.x * n;
+    u32* out = ids + (long long)blockIdx.x * k;
+    int tid = threadIdx.x, bd = blockDim.x;
+    int lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
+
+    u32 prefix = 0, mask = 0, remaining = (u32)k;
+    for (int pass = 0; pass < 4; pass++) {
+        int shift = 24 - 8 * pass;
+        for (int i = tid; i < 256; i += bd) hist[i] = 0;
+        __syncthreads();
+        // Eight loads in flight per thread.
+        for (int i0 = tid; i0 < n; i0 += bd * 8) {
+            u32 kk[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * bd;
+                kk[u] = i < n ? idx_order_key(row[i]) : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * bd;
+                if (i < n && (kk[u] & mask) == prefix) atomicAdd(&hist[(kk[u] >> shift) & 255u], 1u);
+            }
+        }
+        __syncthreads();
+        if (tid == 0) {
+            u32 cum = 0;
+            int b = 255;
+            for (; b > 0; b--) {
+                if (cum + hist[b] >= remaining) break;
+                cum += hist[b];
+            }
+            sh_prefix = prefix | ((u32)b << shift);
+            sh_remaining = remaining - cum;
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        remaining = sh_remaining;
+        mask |= 255u << shift;
+    }
+    const u32 T = prefix;
+    const u32 n_gt = (u32)k - remaining;  // keys above T: all taken
+    u32 base_gt = 0, base_eq = 0;
+    const u32 lt_mask = (1u << lane) - 1u;
+    bool done = false;
+    for (int c0 = 0; c0 < n && !done; c0 += bd * 8) {
+        u32 kk[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = c0 + u * bd + tid;
+            kk[u] = i < n ? idx_order_key(row[i]) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int c = c0 + u * bd;
+            if (done || c >= n) break;  // uniform across the block
+            int i = c + tid;
+            u32 key = kk[u];
+            bool gt = i < n && key > T;
+            bool eq = i < n && key == T;
+            u32 bgt = __ballot_sync(0xffffffffu, gt), beq = __ballot_sync(0xffffffffu, eq);
+            if (lane == 0) {
+                warp_gt[warp] = __popc(bgt);
+                warp_eq[warp] = __popc(beq);
+            }
+            __syncthreads();
+            u32 ogt = 0, oeq = 0, tgt = 0, teq = 0;
+            for (int j = 0; j < nw; j++) {
+                u32 a = warp_gt[j], b = warp_eq[j];
+                if (j < warp) {
+                    ogt += a;
+                    oeq += b;
+                }
+                tgt += a;
+                teq += b;
+            }
+            __syncthreads();
+            if (gt) out[base_gt + ogt + __popc(bgt & lt_mask)] = (u32)i;
+            if (eq) {
+                u32 r = base_eq + oeq + __popc(beq & lt_mask);
+                if (r < remaining) out[n_gt + r] = (u32)i;
+            }
+            base_gt += tgt;
+            base_eq += teq;
+            done = base_gt >= n_gt && base_eq >= remaining;
+        }
+    }
+}

@@ -1,1 +1,265 @@
-// kernels/mla.cu
+// Absorbed-MLA attention over the paged latent pool (crates/glint-core/src/cpu/attention.rs):
+// MQA, one shared K row per key (V = its first dv values), online softmax in f32.
+//
+// Layout: grid (n_tokens · n_groups, splits), MLA_THREADS threads. Block (x, z) takes token
+// x / n_groups, heads [g·G, g·G + G) of it, and the z-th chunk of `chunk` entries of the token's
+// key list: either its selected logical keys (`sel`, n_sel per token) or, when no selection is
+// given or the token sees at most n_sel keys, the keys 0 ..= min(pos, n_kv − 1) in order. Keys go
+// through the pool MLA_KT at a time: each key row is decoded once into shared memory for every
+// head of the block. Thread p of a tile computes the scores of (head p / KT, key p % KT); one
+// warp per head updates the running max and sum; each thread owns up to MLA_ACC output values
+// (head, dim) of the block in registers.
+// With one split the block writes out [n × n_heads × dv] (normalised); with more it writes its
+// unnormalised accumulator and (max, sum) to `part` for mla_combine.
+// Shared: (G + KT)·st + G·KT + 3·G floats (st = dk + 4 when dk % 4 == 0, else dk + 1), then KT
+// i64 rows.
+
+#define MLA_THREADS 256
+#define MLA_ACC 32
+#define MLA_KT 16
+
+__device__ __forceinline__ long long mla_page_row(const u32* tables, long long n_table, const u32* token_seq,
+                                                  int max_blocks, int block_size, long long pool_rows,
+                                                  int s, long long t) {
+    long long b = t / block_size;
+    if (t < 0 || b >= max_blocks) return -1;
+    long long at = (long long)token_seq[s] * max_blocks + b;
+    if (at >= n_table) return -1;
+    long long r = (long long)tables[at] * block_size + t % block_size;
+    return r < pool_rows ? r : -1;
+}
+
+template <int TY>
+__device__ __forceinline__ float mla_ld(const u8* data, const float* scales, long long r, int dim, int i) {
+    long long at = r * dim + i;
+    if (TY == CACHE_F32) return ((const float*)data)[at];
+    if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
+    if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
+    return fp8_to_f32(data[at]) * scales[r];
+}
+
+// Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
+// flight per thread.
+template <int TY>
+__device__ __forceinline__ void mla_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
+                                                float* dst) {
+    const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
+    const int total = nt * dim;
+    for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            v[u] = 0.0f;
+            if (e < total) {
+                int kk = e / dim;
+                long long r = rows[kk];
+                if (r >= 0) v[u] = mla_ld<TY>(c.data, scales, r, dim, e - kk * dim);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            if (e < total) {
+                int kk = e / dim;
+                dst[kk * st + e - kk * dim] = v[u];
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void mla_load_tile(CacheView c, const long long* rows, int nt, int dim, int st,
+                                              float* dst) {
+    switch (c.ty) {
+        case CACHE_F32: mla_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
+        case CACHE_F16: mla_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
+        case CACHE_BF16: mla_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
+        default: mla_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(MLA_THREADS)
+    mla_attention(const float* q, const u8* kdata, long long krows, int kty, const u32* positions,
+                  const u32* tables, long long n_table, const u32* token_seq, int max_blocks,
+                  int block_size, const u32* sel, int has_sel, int n_sel, int n_heads, int dk, int dv,
+                  int n_kv, float scale, int G, int n_groups, int chunk, int splits, float* out,
+                  float* part) {
+    extern __shared__ float mla_sm[];
+    const int tid = threadIdx.x, bd = blockDim.x;
+    const int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;
+    const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
+    const int h0 = grp * G;
+    const int hg = min(G, n_heads - h0);
+    const int split = blockIdx.y;
+    // Row stride of the shared queries and keys: 16-byte rows for float4 dots when dk % 4 == 0,
+    // else dk + 1 (conflict-free scalar reads).
+    const bool vec4 = (dk & 3) == 0;
+    const int st = vec4 ? dk + 4 : dk + 1;
+
+    float* qs = mla_sm;                       // G × st
+    float* ks = qs + (long long)G * st;       // KT × st
+    float* ps = ks + (long long)MLA_KT * st;  // G × KT
+    float* m_sh = ps + G * MLA_KT;            // G
+    float* l_sh = m_sh + G;                   // G
+    float* c_sh = l_sh + G;                   // G
+    long long off = (long long)(G + MLA_KT) * st + G * MLA_KT + 3 * G;
+    off = (off + 1) & ~1ll;
+    long long* rows = (long long*)(mla_sm + off);  // KT
+
+    const long long pos = positions[tok];
+    const long long nk = min(pos + 1, (long long)n_kv);
+    const bool use_sel = has_sel && nk > n_sel;
+    const long long L = use_sel ? (long long)n_sel : nk;
+    const long long k_begin = (long long)split * chunk;
+    const long long k_end = min(L, k_begin + chunk);
+
+    const float* qg = q + ((long long)tok * n_heads + h0) * dk;
+    for (int e = tid; e < hg * dk; e += bd) qs[(e / dk) * st + e % dk] = qg[e];
+    for (int g = tid; g < G; g += bd) {
+        m_sh[g] = NEG_INF;
+        l_sh[g] = 0.0f;
+        c_sh[g] = 1.0f;
+    }
+    float acc[MLA_ACC];
+#pragma unroll
+    for (int r = 0; r < MLA_ACC; r++) acc[r] = 0.0f;
+    const int n_out = hg * dv;
+    CacheView c = {kdata, krows, dk, kty};
+
+    for (long long kb = k_begin; kb < k_end; kb += MLA_KT) {
+        const int nt = (int)min((long long)MLA_KT, k_end - kb);
+        if (tid < MLA_KT) {
+            long long r = -1;
+            if (tid < nt) {
+                long long idx = kb + tid;
+                long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
+                if (t <= pos) r = mla_page_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
+            }
+            rows[tid] = r;
+        }
+        __syncthreads();
+        mla_load_tile(c, rows, nt, dk, st, ks);
+        __syncthreads();
+        for (int p = tid; p < hg * MLA_KT; p += bd) {
+            int g = p / MLA_KT, kk = p % MLA_KT;
+            float sc = NEG_INF;
+            if (kk < nt && rows[kk] >= 0) {
+                const float* qr = qs + g * st;
+                const float* kr = ks + kk * st;
+                float dot = 0.0f;
+                if (vec4) {
+                    const float4* q4 = (const float4*)qr;
+                    const float4* k4 = (const float4*)kr;
+                    for (int i = 0; i < (dk >> 2); i++) {
+                        float4 a = q4[i], b = k4[i];
+                        dot = fmaf(a.x, b.x, dot);
+                        dot = fmaf(a.y, b.y, dot);
+                        dot = fmaf(a.z, b.z, dot);
+                        dot = fmaf(a.w, b.w, dot);
+                    }
+                } else {
+                    for (int i = 0; i < dk; i++) dot = fmaf(qr[i], kr[i], dot);
+                }
+                sc = dot * scale;
+            }
+            ps[g * MLA_KT + kk] = sc;
+        }
+        __syncthreads();
+        for (int g = warp; g < hg; g += nw) {
+            float v = lane < MLA_KT ? ps[g * MLA_KT + lane] : NEG_INF;
+            float m_old = m_sh[g];
+            float m_new = fmaxf(m_old, warp_max(v));
+            float pv = (m_new == NEG_INF || v == NEG_INF) ? 0.0f : expf(v - m_new);
+            float corr = m_old == NEG_INF ? 0.0f : expf(m_old - m_new);
+            float sum = warp_sum(pv);
+            if (lane < MLA_KT) ps[g * MLA_KT + lane] = pv;
+            if (lane == 0) {
+                m_sh[g] = m_new;
+                l_sh[g] = l_sh[g] * corr + sum;
+                c_sh[g] = corr;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < MLA_ACC; r++) {
+            int idx = tid + r * MLA_THREADS;
+            if (idx < n_out) {
+                int g = idx / dv, j = idx % dv;
+                const float* pg = ps + g * MLA_KT;
+                float a = acc[r] * c_sh[g];
+                for (int kk = 0; kk < nt; kk++) a = fmaf(pg[kk], ks[kk * st + j], a);
+                acc[r] = a;
+            }
+        }
+        __syncthreads();
+    }
+
+    if (splits == 1) {
+#pragma unroll
+        for (int r = 0; r < MLA_ACC; r++) {
+            int idx = tid + r * MLA_THREADS;
+            if (idx < n_out) {
+                int g = idx / dv, j = idx % dv;
+                float l = l_sh[g];
+                out[((long long)tok * n_heads + h0 + g) * dv + j] = l > 0.0f ? acc[r] / l : 0.0f;
+            }
+        }
+    } else {
+        // part: per (block x, split) G × (dv + 2): the accumulator rows, then (max, sum) per head.
+        float* pp = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2);
+#pragma unroll
+        for (int r = 0; r < MLA_ACC; r++) {
+            int idx = tid + r * MLA_THREADS;
+            if (idx < n_out) pp[idx] = acc[r];
+        }
+        float* ml = pp + (long long)G * dv;
+        for (int g = tid; g < hg; g += bd) {
+            ml[2 * g] = m_sh[g];
+            ml[2 * g + 1] = l_sh[g];
+        }
+    }
+}
+
+// Merges the splits of mla_attention: grid (n_tokens · n_groups, ⌈G·dv / MLA_THREADS⌉),
+// MLA_THREADS threads, one output value each; shared G · splits floats (each split's weight per
+// head, over the total sum).
+extern "C" __global__ void __launch_bounds__(MLA_THREADS)
+    mla_combine(const float* part, int n_heads, int dv, int G, int n_groups, int splits, float* out) {
+    extern __shared__ float mlc_sm[];
+    const int tid = threadIdx.x, bd = blockDim.x;
+    const int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;
+    const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
+    const int h0 = grp * G;
+    const int hg = min(G, n_heads - h0);
+    const long long stride = (long long)G * (dv + 2);
+    const float* pb = part + (long long)blockIdx.x * splits * stride;
+    float* wsh = mlc_sm;  // G × splits
+    const int idx = blockIdx.y * bd + tid;
+    // Only the heads this block's outputs touch.
+    const int g_lo = (blockIdx.y * bd) / dv;
+    const int g_hi = min(hg - 1, (blockIdx.y * bd + bd - 1) / dv);
+    for (int g = g_lo + warp; g <= g_hi; g += nw) {
+        float mx = NEG_INF;
+        for (int z = lane; z < splits; z += 32) mx = fmaxf(mx, pb[z * stride + (long long)G * dv + 2 * g]);
+        mx = warp_max(mx);
+        float lsum = 0.0f;
+        for (int z = lane; z < splits; z += 32) {
+            float m = pb[z * stride + (long long)G * dv + 2 * g];
+            float l = pb[z * stride + (long long)G * dv + 2 * g + 1];
+            float wz = (m == NEG_INF) ? 0.0f : expf(m - mx);
+            wsh[g * splits + z] = wz;
+            lsum += wz * l;
+        }
+        lsum = warp_sum(lsum);
+        float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+        __syncwarp();
+        for (int z = lane; z < splits; z += 32) wsh[g * splits + z] *= inv;
+    }
+    __syncthreads();
+    if (idx >= hg * dv) return;
+    const int g = idx / dv;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int z = 0; z < splits; z++) a = fmaf(wsh[g * splits + z], pb[z * stride + idx], a);
+    out[((long long)tok * n_heads + h0) * dv + idx] = a;
+}

@@ -1,28 +1,180 @@
 //! MLA attention, the DSA indexer and top-k on the device (kernels/mla.cu, kernels/indexer.cu).
-// TODO(helper): being written.
+//!
+//! Launch layouts (the kernels' comments have the details):
+//! * `mla_attention`: grid `(n_tokens · n_groups, splits)` of [`MLA_THREADS`] threads; a block
+//!   takes `G` heads of one token (`G · dv ≤ MLA_THREADS · MLA_ACC`, the shared queries and a
+//!   tile of [`MLA_KT`] decoded key rows within the device's shared memory) and one chunk of
+//!   the token's key list. When the grid would be too small for the GPU (decode) the key list is
+//!   split and `mla_combine` merges the partial (max, sum, accumulator) triples, kept in
+//!   [`AttnState`]'s scratch.
+//! * `indexer_scores`: grid `(n_tokens, ⌈n_kv / kt⌉)` of 256 threads, a block scoring `kt`
+//!   keys of one token for every indexer head.
+//! * `top_k`: one block per row, radix select on `total_cmp` keys then one ordered pass.
+//! * `indexer_select`: `indexer_scores` into the caller's scratch, then `top_k`.
 #![allow(clippy::too_many_arguments)]
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use glint_core::error::need;
 use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, StepSizes};
 
-use crate::backend::CudaBackend;
+use crate::backend::{dev, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
+use crate::compile::Family;
 
-/// Per-backend scratch of attention and the indexer.
+/// Must match `MLA_THREADS`, `MLA_ACC` and `MLA_KT` in kernels/mla.cu.
+const MLA_THREADS: usize = 256;
+const MLA_ACC: usize = 32;
+const MLA_KT: usize = 16;
+/// Fewest keys a split of the key list gets, and most splits.
+const MIN_SPLIT_KEYS: usize = 32;
+const MAX_SPLITS: usize = 128;
+/// Keys a block of `indexer_scores` scores, and its threads.
+const IDX_KT: usize = 32;
+const IDX_THREADS: u32 = 256;
+/// Dynamic shared memory a launch may use without opting in.
+const SMEM_DEFAULT: usize = 48 * 1024;
+
+/// Per-backend scratch of attention and the indexer: the split-key partial results of
+/// `mla_attention`, and what was asked of the device once.
 #[derive(Default)]
-pub struct AttnState {}
+pub struct AttnState {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// `mla_attention`'s partials: `blocks · splits · G · (dv + 2)` floats.
+    part: Option<CudaSlice<f32>>,
+    part_len: usize,
+    limits: Option<Limits>,
+    /// Dynamic shared memory each kernel has been allowed (`cuFuncSetAttribute`).
+    smem_set: HashMap<&'static str, usize>,
+}
+
+#[derive(Clone, Copy)]
+struct Limits {
+    sm_count: usize,
+    smem_optin: usize,
+}
 
 impl AttnState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(crate) fn prepare(&self, be: &CudaBackend, s: &StepSizes) -> Result<()> {
-        let _ = (be, s);
-        Ok(())
+        let mut inner = self.lock();
+        let lim = limits(be, &mut inner)?;
+        if s.max_heads == 0 || s.max_key_row == 0 {
+            return Ok(());
+        }
+        // Splits happen only while blocks < target, and then blocks · splits < 2 · target; a
+        // block's partial is G · (dv + 2) floats with G · dv ≤ MLA_THREADS · MLA_ACC, dv ≤ dk.
+        let per_block =
+            (s.max_heads * (s.max_key_row + 2)).min(MLA_THREADS * MLA_ACC + 2 * s.max_heads);
+        let len = 2 * target_blocks(lim) * per_block;
+        grow_part(be, &mut inner, len)
     }
 }
 
-fn todo_err(op: &'static str) -> CoreError {
-    CoreError::Device {
-        op,
-        msg: "not yet implemented on CUDA".into(),
+fn limits(be: &CudaBackend, inner: &mut Inner) -> Result<Limits> {
+    if let Some(l) = inner.limits {
+        return Ok(l);
     }
+    let op = "querying the CUDA device";
+    let sm = be
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(dev(op))?;
+    let optin = be
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(dev(op))?;
+    let l = Limits {
+        sm_count: sm.max(1) as usize,
+        smem_optin: (optin.max(0) as usize).max(SMEM_DEFAULT),
+    };
+    inner.limits = Some(l);
+    Ok(l)
+}
+
+/// Blocks that fill the GPU (four per SM: a block is latency-bound, so more of them help).
+fn target_blocks(l: Limits) -> usize {
+    4 * l.sm_count
+}
+
+fn grow_part(be: &CudaBackend, inner: &mut Inner, len: usize) -> Result<()> {
+    if inner.part.is_some() && inner.part_len >= len {
+        return Ok(());
+    }
+    tracing::debug!(
+        floats = len,
+        was = inner.part_len,
+        "growing mla_attention's split scratch"
+    );
+    inner.part = None;
+    inner.part = Some(be.zeros::<f32>("mla_attention split scratch", len)?);
+    inner.part_len = len;
+    Ok(())
+}
+
+/// Lets `f` (kernel `name`) use `bytes` of dynamic shared memory, opting in past 48 KiB.
+fn allow_smem(
+    op: &'static str,
+    inner: &mut Inner,
+    lim: Limits,
+    f: &CudaFunction,
+    name: &'static str,
+    bytes: usize,
+) -> Result<()> {
+    if bytes > lim.smem_optin {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "needs {bytes} bytes of shared memory per block, the device allows {}",
+                lim.smem_optin
+            ),
+        });
+    }
+    if bytes <= SMEM_DEFAULT || inner.smem_set.get(name).is_some_and(|&b| b >= bytes) {
+        return Ok(());
+    }
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(dev(op))?;
+    inner.smem_set.insert(name, bytes);
+    Ok(())
+}
+
+/// Bytes of dynamic shared memory: `floats` f32 (rounded up to 8-byte alignment), then `longs`
+/// i64.
+fn smem_bytes(floats: usize, longs: usize) -> usize {
+    floats.div_ceil(2) * 8 + longs * 8
+}
+
+fn pages_args(
+    op: &'static str,
+    pages: &Pages<'_, CudaBackend>,
+    n: usize,
+) -> Result<(i64, i32, i32)> {
+    need(op, "token_seq", n, pages.token_seq.len)?;
+    if pages.block_size == 0 {
+        return Err(CoreError::Param {
+            op,
+            msg: "block size 0".into(),
+        });
+    }
+    Ok((
+        pages.tables.len as i64,
+        int(op, pages.max_blocks)?,
+        int(op, pages.block_size)?,
+    ))
 }
 
 pub(crate) fn indexer_scores(
@@ -35,8 +187,73 @@ pub(crate) fn indexer_scores(
     p: &IndexerParams,
     out: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, q, w, keys, positions, pages, p, out);
-    Err(todo_err("indexer_scores"))
+    let op = "indexer_scores";
+    let (n, hi, d, nkv) = (p.n_tokens, p.n_heads, p.head_dim, p.n_kv);
+    if d == 0 || hi == 0 || keys.dim != d {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "head_dim {d}, {hi} heads, cache rows of {}, block size {}",
+                keys.dim, pages.block_size
+            ),
+        });
+    }
+    need(op, "q", n * hi * d, q.len)?;
+    need(op, "w", n * hi, w.len)?;
+    need(op, "positions", n, positions.len)?;
+    need(op, "out", n * nkv, out.len)?;
+    let (n_table, max_blocks, bs) = pages_args(op, pages, n)?;
+    if n == 0 || nkv == 0 {
+        return Ok(());
+    }
+    let f = be.func(Family::Indexer, "indexer_scores")?;
+    let mut inner = be.attn.lock();
+    let lim = limits(be, &mut inner)?;
+    // The token's queries stay in shared memory; fewer keys per block if they are wide.
+    let mut kt = IDX_KT;
+    let bytes = |kt: usize| smem_bytes(hi * (d + 1) + hi + kt * d, kt);
+    while kt > 1 && bytes(kt) > lim.smem_optin {
+        kt /= 2;
+    }
+    let smem = bytes(kt);
+    allow_smem(op, &mut inner, lim, &f, "indexer_scores", smem)?;
+    drop(inner);
+    let tiles = nkv.div_ceil(kt);
+    if tiles > 65535 {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("{nkv} keys exceed the grid ({kt} a block)"),
+        });
+    }
+    let (krows, kdim, kty) = (keys.rows as i64, int(op, keys.dim)?, keys.code());
+    let (hi_i, d_i, nkv_i, kt_i) = (int(op, hi)?, int(op, d)?, int(op, nkv)?, int(op, kt)?);
+    let cfg = LaunchConfig {
+        grid_dim: (int(op, n)? as u32, tiles as u32, 1),
+        block_dim: (IDX_THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&q.data)
+        .arg(&w.data)
+        .arg(&keys.data)
+        .arg(&krows)
+        .arg(&kdim)
+        .arg(&kty)
+        .arg(&positions.data)
+        .arg(&pages.tables.data)
+        .arg(&n_table)
+        .arg(&pages.token_seq.data)
+        .arg(&max_blocks)
+        .arg(&bs)
+        .arg(&hi_i)
+        .arg(&d_i)
+        .arg(&nkv_i)
+        .arg(&kt_i)
+        .arg(&mut out.data);
+    // SAFETY: argument types match the kernel; the buffers hold the prefixes checked above, and
+    // the kernel bounds every pool row it derives from device ids.
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok(())
 }
 
 pub(crate) fn indexer_scratch_len(n_tokens: usize, n_kv: usize) -> usize {
@@ -55,8 +272,22 @@ pub(crate) fn indexer_select(
     scratch: &mut CudaBuf,
     out: &mut CudaIds,
 ) -> Result<()> {
-    let _ = (be, q, w, keys, positions, pages, p, top_k, scratch, out);
-    Err(todo_err("indexer_select"))
+    let op = "indexer_select";
+    need(
+        op,
+        "scratch",
+        indexer_scratch_len(p.n_tokens, p.n_kv),
+        scratch.len,
+    )?;
+    if top_k > p.n_kv {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("top_k {top_k} > {} keys", p.n_kv),
+        });
+    }
+    need(op, "out", p.n_tokens * top_k, out.len)?;
+    indexer_scores(be, q, w, keys, positions, pages, p, scratch)?;
+    self::top_k(be, scratch, p.n_tokens, p.n_kv, top_k, out)
 }
 
 pub(crate) fn top_k(
@@ -67,8 +298,87 @@ pub(crate) fn top_k(
     k: usize,
     ids: &mut CudaIds,
 ) -> Result<()> {
-    let _ = (be, x, rows, n, k, ids);
-    Err(todo_err("top_k"))
+    let op = "top_k";
+    if k > n {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("k {k} > row width {n}"),
+        });
+    }
+    need(op, "x", rows * n, x.len)?;
+    need(op, "ids", rows * k, ids.len)?;
+    if k == 0 || rows == 0 {
+        return Ok(());
+    }
+    let f = be.func(Family::Indexer, "top_k_rows")?;
+    let threads = n.next_power_of_two().clamp(32, 1024) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (int(op, rows)? as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (n_i, k_i) = (int(op, n)?, int(op, k)?);
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&x.data).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    // SAFETY: argument types match the kernel; rows·n values are read, rows·k ids written.
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok(())
+}
+
+/// How `mla_attention` covers a call: heads per block, key-list chunks.
+struct MlaPlan {
+    g: usize,
+    n_groups: usize,
+    splits: usize,
+    chunk: usize,
+    smem: usize,
+}
+
+/// Shared memory of a block of `g` heads (the row stride as in kernels/mla.cu).
+fn mla_smem(g: usize, dk: usize) -> usize {
+    let st = if dk.is_multiple_of(4) { dk + 4 } else { dk + 1 };
+    smem_bytes((g + MLA_KT) * st + g * MLA_KT + 3 * g, MLA_KT)
+}
+
+fn mla_plan(op: &'static str, lim: Limits, p: &AttnParams, selected: bool) -> Result<MlaPlan> {
+    let (h, dk, dv) = (p.n_heads, p.dk, p.dv);
+    let by_acc = (MLA_THREADS * MLA_ACC) / dv;
+    let mut g_max = h.min(by_acc);
+    while g_max > 0 && mla_smem(g_max, dk) > lim.smem_optin {
+        g_max -= 1;
+    }
+    if g_max == 0 {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "rows of dk {dk}, dv {dv} do not fit one block ({} bytes of shared memory)",
+                lim.smem_optin
+            ),
+        });
+    }
+    let n_groups = h.div_ceil(g_max);
+    let g = h.div_ceil(n_groups);
+    let blocks = p.n_tokens * n_groups;
+    let l_max = if selected { p.n_selected } else { p.n_kv }.max(1);
+    let target = target_blocks(lim);
+    let mut splits = if blocks >= target {
+        1
+    } else {
+        target
+            .div_ceil(blocks)
+            .min(l_max.div_ceil(MIN_SPLIT_KEYS))
+            .min(SMEM_DEFAULT / (4 * g))
+            .clamp(1, MAX_SPLITS)
+    };
+    let chunk = l_max.div_ceil(splits).max(1);
+    splits = l_max.div_ceil(chunk).max(1);
+    Ok(MlaPlan {
+        g,
+        n_groups,
+        splits,
+        chunk,
+        smem: mla_smem(g, dk),
+    })
 }
 
 pub(crate) fn mla_attention(
@@ -81,6 +391,123 @@ pub(crate) fn mla_attention(
     p: &AttnParams,
     out: &mut CudaBuf,
 ) -> Result<()> {
-    let _ = (be, q, cache, positions, pages, selected, p, out);
-    Err(todo_err("mla_attention"))
+    let op = "mla_attention";
+    let (n, h, dk, dv) = (p.n_tokens, p.n_heads, p.dk, p.dv);
+    if dv > dk || dk == 0 || dv == 0 || h == 0 || cache.dim != dk {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "dv {dv}, dk {dk}, {h} heads, cache rows of {}, block size {}",
+                cache.dim, pages.block_size
+            ),
+        });
+    }
+    if dv > MLA_THREADS * MLA_ACC {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("dv {dv} > {}", MLA_THREADS * MLA_ACC),
+        });
+    }
+    need(op, "q", n * h * dk, q.len)?;
+    need(op, "positions", n, positions.len)?;
+    need(op, "out", n * h * dv, out.len)?;
+    if let Some(s) = selected {
+        need(op, "selected", n * p.n_selected, s.len)?;
+    }
+    let (n_table, max_blocks, bs) = pages_args(op, pages, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(Family::Mla, "mla_attention")?;
+    let mut inner = be.attn.lock();
+    let lim = limits(be, &mut inner)?;
+    let plan = mla_plan(op, lim, p, selected.is_some())?;
+    allow_smem(op, &mut inner, lim, &f, "mla_attention", plan.smem)?;
+    let blocks = n * plan.n_groups;
+    let part_len = if plan.splits > 1 {
+        blocks * plan.splits * plan.g * (dv + 2)
+    } else {
+        0
+    };
+    if part_len > 0 {
+        grow_part(be, &mut inner, part_len)?;
+    }
+    let (krows, kty) = (cache.rows as i64, cache.code());
+    let has_sel = i32::from(selected.is_some());
+    let sel_data = selected.map_or(&positions.data, |s| &s.data);
+    let (n_sel, h_i, dk_i, dv_i, nkv) = (
+        int(op, p.n_selected)?,
+        int(op, h)?,
+        int(op, dk)?,
+        int(op, dv)?,
+        int(op, p.n_kv)?,
+    );
+    let (g_i, ng_i, chunk_i, splits_i) = (
+        int(op, plan.g)?,
+        int(op, plan.n_groups)?,
+        int(op, plan.chunk)?,
+        int(op, plan.splits)?,
+    );
+    let cfg = LaunchConfig {
+        grid_dim: (int(op, blocks)? as u32, plan.splits as u32, 1),
+        block_dim: (MLA_THREADS as u32, 1, 1),
+        shared_mem_bytes: plan.smem as u32,
+    };
+    if inner.part.is_none() {
+        // One split never reads it, but the kernel takes a pointer.
+        grow_part(be, &mut inner, 1)?;
+    }
+    let Some(part) = inner.part.as_mut() else {
+        return Ok(());
+    };
+    {
+        let mut b = be.stream.launch_builder(&f);
+        b.arg(&q.data)
+            .arg(&cache.data)
+            .arg(&krows)
+            .arg(&kty)
+            .arg(&positions.data)
+            .arg(&pages.tables.data)
+            .arg(&n_table)
+            .arg(&pages.token_seq.data)
+            .arg(&max_blocks)
+            .arg(&bs)
+            .arg(sel_data)
+            .arg(&has_sel)
+            .arg(&n_sel)
+            .arg(&h_i)
+            .arg(&dk_i)
+            .arg(&dv_i)
+            .arg(&nkv)
+            .arg(&p.scale)
+            .arg(&g_i)
+            .arg(&ng_i)
+            .arg(&chunk_i)
+            .arg(&splits_i)
+            .arg(&mut out.data)
+            .arg(&mut *part);
+        // SAFETY: argument types match the kernel; q, out, positions, token_seq and the selection
+        // hold the prefixes checked above, `part` holds `part_len` floats when splits > 1, and the
+        // kernel bounds every pool row it derives from device ids.
+        unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    }
+    if plan.splits > 1 {
+        let fc = be.func(Family::Mla, "mla_combine")?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, (plan.g * dv).div_ceil(MLA_THREADS) as u32, 1),
+            block_dim: (MLA_THREADS as u32, 1, 1),
+            shared_mem_bytes: (plan.g * plan.splits * 4) as u32,
+        };
+        let mut b = be.stream.launch_builder(&fc);
+        b.arg(&*part)
+            .arg(&h_i)
+            .arg(&dv_i)
+            .arg(&g_i)
+            .arg(&ng_i)
+            .arg(&splits_i)
+            .arg(&mut out.data);
+        // SAFETY: reads the partials the launch above wrote, writes out's checked prefix.
+        unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    }
+    Ok(())
 }
