@@ -76,6 +76,12 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// (free, total) bytes of the backend's own memory, where it has a fixed amount (a GPU);
+    /// `None` for host memory. Loading checks the weights fit before uploading any.
+    fn device_memory(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     // ---- memory ----------------------------------------------------------------------------
     /// A zero-filled buffer of `len` floats.
     fn alloc(&self, len: usize) -> Result<Self::Buf>;

@@ -28,6 +28,8 @@ pub struct CudaBackend {
     funcs: Mutex<HashMap<&'static str, CudaFunction>>,
     /// Recorded steps by key; `None` when graphs are off (eager execution).
     graphs: Option<Mutex<HashMap<u64, Recording>>>,
+    /// Pinned buffers weight uploads stream through (made at the first upload).
+    pub(crate) staging: Mutex<Option<crate::staging::Staging>>,
     pub(crate) quant: crate::quant::QuantState,
     pub(crate) attn: crate::attention::AttnState,
 }
@@ -117,6 +119,7 @@ impl CudaBackend {
             modules,
             funcs: Mutex::new(HashMap::new()),
             graphs: graphs_default().then(|| Mutex::new(HashMap::new())),
+            staging: Mutex::new(None),
         })
     }
 
@@ -192,6 +195,13 @@ impl Backend for CudaBackend {
 
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    fn device_memory(&self) -> Option<(u64, u64)> {
+        let _ = self.ctx.bind_to_thread();
+        cudarc::driver::result::mem_get_info()
+            .ok()
+            .map(|(free, total)| (free as u64, total as u64))
     }
 
     fn supports_weight_type(&self, ty: GgmlType) -> bool {

@@ -16,6 +16,7 @@ mod elementwise;
 mod moe;
 mod quant;
 pub mod quant_tables;
+mod staging;
 
 pub use backend::CudaBackend;
 pub use buffers::{CudaBuf, CudaCache, CudaIds, CudaWeight};

@@ -225,9 +225,7 @@ pub(crate) fn upload_weight(
                 op: "allocating device memory",
                 msg: format!("weight {name}: {} bytes: {e}", bytes.len()),
             })?;
-        be.stream
-            .memcpy_htod(bytes, &mut d)
-            .map_err(dev("upload_weight"))?;
+        crate::staging::upload(be, bytes, &mut d)?;
         d
     };
     Ok(CudaWeight {

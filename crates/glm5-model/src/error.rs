@@ -36,6 +36,16 @@ pub enum ModelError {
     TokenOutOfRange { token: u32, n_vocab: usize },
     #[error("empty token batch")]
     EmptyBatch,
+    /// Checked before any weight is uploaded, so a too-large model fails in a second, not
+    /// after minutes of copying.
+    #[error("the model's weights need {need} bytes ({need_gib:.1} GiB) on {device} but only {free} bytes ({free_gib:.1} GiB) are free")]
+    DoesNotFit {
+        device: &'static str,
+        need: u64,
+        need_gib: f64,
+        free: u64,
+        free_gib: f64,
+    },
     /// The cache pool or the step plan: pool exhausted, plan too large, bad block table.
     #[error(transparent)]
     Mla(MlaError),

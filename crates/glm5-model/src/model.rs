@@ -83,7 +83,36 @@ impl<'a, B: Backend> Model<'a, B> {
     /// Reads the config and binds every trunk tensor by name (checking shapes).
     pub fn load(gguf: &'a Gguf, backend: B) -> Result<Self> {
         let cfg = Config::from_gguf(gguf)?;
+        let weight_bytes: u64 = gguf.tensors().iter().map(|t| t.n_bytes).sum();
+        if let Some((free, total)) = backend.device_memory() {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            // Weights plus 5% for the cache pool and scratch the caller sizes next (those
+            // allocations name their own sizes if they fail).
+            if weight_bytes + weight_bytes / 20 > free {
+                return Err(ModelError::DoesNotFit {
+                    device: backend.name(),
+                    need: weight_bytes,
+                    need_gib: gib(weight_bytes),
+                    free,
+                    free_gib: gib(free),
+                });
+            }
+            tracing::info!(
+                device = backend.name(),
+                weights_gib = gib(weight_bytes),
+                free_gib = gib(free),
+                total_gib = gib(total),
+                "uploading weights"
+            );
+        }
+        let t = std::time::Instant::now();
         let w = ModelWeights::bind(gguf, &backend, &cfg)?;
+        tracing::info!(
+            backend = backend.name(),
+            weights_gib = weight_bytes as f64 / (1u64 << 30) as f64,
+            secs = t.elapsed().as_secs_f64(),
+            "weights bound"
+        );
         let dims = MlaDims {
             d_model: cfg.d_model,
             n_heads: cfg.n_heads,
