@@ -185,6 +185,9 @@ fn chunked_prefill<B: Backend>(backend: impl Fn() -> B) {
         let ids = ids_of(&c["ids"]);
         let name = c["name"].as_str().unwrap();
         let one_shot = alone(backend(), &g, &ids, ids.len(), 64);
+        // Bit-identical is the CPU's claim (one summation order per token, whatever the step).
+        let exact = backend().name() == "cpu";
+        let mut worst = 0f32;
         // Block sizes that do and do not divide the micro-batch; the 3006-token prompt one
         // token per step only once (3006 steps).
         for (ubatch, bs) in [(1, 16), (1, 5), (7, 16), (7, 5), (64, 16), (64, 5)] {
@@ -192,13 +195,30 @@ fn chunked_prefill<B: Backend>(backend: impl Fn() -> B) {
                 continue;
             }
             let got = alone(backend(), &g, &ids, ubatch, bs);
-            assert!(
-                got == one_shot,
-                "{name}: --ubatch {ubatch}, block {bs} differs"
-            );
+            if exact {
+                assert!(
+                    got == one_shot,
+                    "{name}: --ubatch {ubatch}, block {bs} differs"
+                );
+            } else {
+                // CUDA splits a query's keys by how many blocks the step fills, so the sum
+                // order (not the keys) depends on the step: held to the transformers bound,
+                // and the same argmax at every position.
+                let e = common::max_abs_diff(&got, &one_shot);
+                worst = worst.max(e);
+                assert!(
+                    e <= DENSE_BOUND,
+                    "{name}: --ubatch {ubatch}, block {bs}: max |Δ| {e:e} > {DENSE_BOUND}"
+                );
+                let nv = got.len() / ids.len();
+                for p in 0..ids.len() {
+                    let row = |v: &[f32]| common::argmax(&v[p * nv..(p + 1) * nv]);
+                    assert_eq!(row(&got), row(&one_shot), "{name}: argmax at {p}");
+                }
+            }
         }
         eprintln!(
-            "{name}: {} tokens, ubatch 1/7/64 x block 16/5 = one shot",
+            "{name}: {} tokens, ubatch 1/7/64 x block 16/5 vs one shot: max |Δ| {worst:e}",
             ids.len()
         );
     }
