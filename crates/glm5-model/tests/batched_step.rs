@@ -18,6 +18,10 @@ use glm5_model::{
 /// measurement as forward_fixture.rs (<= 3.34e-5 measured, every kernel family).
 const DENSE_BOUND: f32 = 6e-5;
 
+/// Past position 2048 of `long`: forward_fixture.rs's bound where the top-2048 selection has
+/// near-ties (the independent float64 forward is 1.42e-2 from transformers there).
+const SPARSE_BOUND: f32 = 2.5e-2;
+
 const BLOCK: usize = 16;
 
 struct Engine<'a, B: Backend> {
@@ -204,16 +208,26 @@ fn chunked_prefill<B: Backend>(backend: impl Fn() -> B) {
                 // CUDA splits a query's keys by how many blocks the step fills, so the sum
                 // order (not the keys) depends on the step: held to the transformers bound,
                 // and the same argmax at every position.
-                let e = common::max_abs_diff(&got, &one_shot);
-                worst = worst.max(e);
-                assert!(
-                    e <= DENSE_BOUND,
-                    "{name}: --ubatch {ubatch}, block {bs}: max |Δ| {e:e} > {DENSE_BOUND}"
-                );
+                // From position 2048 on (the topk-2048 `long` case) fp32 near-ties at the
+                // top-2048 boundary swap keys in any other order: forward_fixture.rs's
+                // SPARSE_BOUND (the float64 reference's own distance from transformers).
                 let nv = got.len() / ids.len();
                 for p in 0..ids.len() {
-                    let row = |v: &[f32]| common::argmax(&v[p * nv..(p + 1) * nv]);
-                    assert_eq!(row(&got), row(&one_shot), "{name}: argmax at {p}");
+                    let (a, b) = (&got[p * nv..(p + 1) * nv], &one_shot[p * nv..(p + 1) * nv]);
+                    let e = common::max_abs_diff(a, b);
+                    worst = worst.max(e);
+                    let bound = if p < 2048 { DENSE_BOUND } else { SPARSE_BOUND };
+                    assert!(
+                        e <= bound,
+                        "{name}: --ubatch {ubatch}, block {bs}, position {p}: |Δ| {e:e} > {bound}"
+                    );
+                    if p < 2048 {
+                        assert_eq!(
+                            common::argmax(a),
+                            common::argmax(b),
+                            "{name}: argmax at {p}"
+                        );
+                    }
                 }
             }
         }
