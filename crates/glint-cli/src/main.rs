@@ -34,6 +34,8 @@ enum Command {
     Synth(cmd::synth::Args),
     /// Prompt and generation speed (llama-bench's tests) against the memory roofline.
     Bench(cmd::bench::Args),
+    /// OpenAI-compatible HTTP server with continuous batching (docs/serving.md).
+    Serve(cmd::serve::Args),
 }
 
 type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -48,6 +50,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Quantize(a) => cmd::quantize::run(&a),
         Command::Synth(a) => cmd::synth::run(&a),
         Command::Bench(a) => cmd::bench::run(&a),
+        Command::Serve(a) => cmd::serve::run(&a),
     }
 }
 

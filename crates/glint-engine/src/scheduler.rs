@@ -118,8 +118,8 @@ impl<'m, 'a, B: Backend> Scheduler<'m, 'a, B> {
         if req.prompt.is_empty() {
             return Err(SchedulerError::EmptyPrompt { id: req.id });
         }
-        let needed = req.prompt.len() + req.max_new_tokens;
-        let capacity = self.cfg.max_ctx.min(self.pool.capacity());
+        let needed = req.prompt.len().saturating_add(req.max_new_tokens);
+        let capacity = self.request_capacity();
         if needed > capacity {
             return Err(SchedulerError::TooLarge {
                 id: req.id,
@@ -134,6 +134,46 @@ impl<'m, 'a, B: Backend> Scheduler<'m, 'a, B> {
     /// Requests queued or running.
     pub fn pending(&self) -> usize {
         self.waiting.len() + self.running.len()
+    }
+
+    /// Requests queued, not yet admitted.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Requests admitted (holding blocks).
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Pool blocks free, and in all.
+    pub fn free_blocks(&self) -> usize {
+        self.pool.blocks.n_free()
+    }
+
+    pub fn total_blocks(&self) -> usize {
+        self.pool.blocks.n_blocks()
+    }
+
+    /// The most prompt + new tokens one request may ask for.
+    pub fn request_capacity(&self) -> usize {
+        self.cfg.max_ctx.min(self.pool.capacity())
+    }
+
+    /// Drops request `id` wherever it is (queued or running) and returns its blocks to the
+    /// pool; no event is reported for it. Returns whether it was found. Called between steps
+    /// (a client went away, a stop string matched), so the next step no longer carries it.
+    pub fn cancel(&mut self, id: u64) -> Result<bool, SchedulerError> {
+        if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
+            self.waiting.remove(i);
+            return Ok(true);
+        }
+        if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
+            let mut r = self.running.remove(i);
+            self.pool.release(&mut r.seq).map_err(ModelError::from)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Admits what fits, runs one step, samples, and reports tokens and finished requests.

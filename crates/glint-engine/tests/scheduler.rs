@@ -98,3 +98,61 @@ fn crowded_scheduler_reproduces_transformers_greedy_tokens() {
         .unwrap_err();
     assert!(e.to_string().contains("exceed the pool"), "{e}");
 }
+
+#[test]
+fn cancel_frees_blocks_and_leaves_the_others_untouched() {
+    let r = reference();
+    let c = common::case(&r, "short");
+    let g = Gguf::open(case_gguf(&r, c)).unwrap();
+    let model = Model::load(&g, CpuBackend::new()).unwrap();
+    let cfg = SchedulerConfig {
+        max_tokens: 8,
+        max_seqs: 4,
+        n_blocks: 16,
+        block_size: 8,
+        max_ctx: 64,
+        cache: Default::default(),
+    };
+    let mut s = Scheduler::new(&model, cfg).unwrap();
+    let total = s.free_blocks();
+    assert_eq!(total, s.total_blocks());
+    let greedy = ids_of(&c["greedy_new_tokens"]);
+    let req = |id| Request {
+        id,
+        prompt: ids_of(&c["ids"]),
+        max_new_tokens: greedy.len(),
+        sampler: SamplerConfig::greedy(),
+        stop_tokens: vec![],
+    };
+    // 0 and 1 run; 2 is queued behind a pool too small for three (and is cancelled there).
+    s.submit(req(0)).unwrap();
+    s.submit(req(1)).unwrap();
+    s.submit(req(2)).unwrap();
+    let mut got: HashMap<u64, Vec<u32>> = HashMap::new();
+    for _ in 0..3 {
+        for e in s.step().unwrap() {
+            if let Event::Token { id, token } = e {
+                got.entry(id).or_default().push(token);
+            }
+        }
+    }
+    assert_eq!(s.running(), 2);
+    assert_eq!(s.waiting(), 1);
+    assert!(s.cancel(2).unwrap());
+    assert!(s.cancel(1).unwrap());
+    assert!(!s.cancel(1).unwrap(), "a cancelled request is gone");
+    assert!(!s.cancel(77).unwrap());
+    assert_eq!(s.pending(), 1);
+    while s.pending() > 0 {
+        for e in s.step().unwrap() {
+            match e {
+                Event::Token { id, token } => got.entry(id).or_default().push(token),
+                Event::Finished { id, .. } => assert_eq!(id, 0),
+            }
+        }
+    }
+    assert_eq!(got[&0], greedy);
+    assert!(got[&1].len() < greedy.len());
+    assert!(!got.contains_key(&2));
+    assert_eq!(s.free_blocks(), total, "every block is back in the pool");
+}

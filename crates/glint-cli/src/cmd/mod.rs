@@ -8,6 +8,7 @@ pub mod logits;
 pub mod memory;
 pub mod non_finite;
 pub mod quantize;
+pub mod serve;
 pub mod session;
 pub mod synth;
 pub mod tokenize;

@@ -1,0 +1,133 @@
+//! `glint serve -m FILE`: the OpenAI-compatible HTTP server (crates/glint-server,
+//! docs/serving.md). Runs until SIGINT/SIGTERM, then lets running requests finish.
+
+use std::path::PathBuf;
+
+use glint_engine::scheduler::SchedulerConfig;
+use glint_gguf::Gguf;
+use glint_server::ServerConfig;
+use glm5_model::{Config, SessionOptions};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[arg(short, long)]
+    pub model: PathBuf,
+    /// Address to listen on. Keep the default (loopback) unless a reverse proxy or firewall
+    /// stands in front: see docs/serving.md.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Sequences decoded together in one step (continuous batching).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_seqs: u32,
+    /// Longest prompt + completion of one request, in tokens (default: the model's context
+    /// length, at most 4096).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Tokens the shared KV pool holds across all requests (default: --ctx x --max-seqs).
+    /// A request is admitted when the pool can hold its prompt and its whole max_tokens.
+    #[arg(long)]
+    pub kv_tokens: Option<usize>,
+    /// Requests waiting beyond the running ones; one more gets a 503 with Retry-After.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_QUEUE)]
+    pub queue: usize,
+    /// Require `Authorization: Bearer KEY` on /v1/* (/health stays open). The environment
+    /// variable GLINT_API_KEY is read when the flag is absent (keeps the key out of `ps`).
+    #[arg(long)]
+    pub api_key: Option<String>,
+    /// The model id clients name in requests and /v1/models lists (default: the file stem).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Largest request body in bytes (larger: 413).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_BODY)]
+    pub max_body_bytes: usize,
+    #[command(flatten)]
+    pub session: super::session::SessionArgs,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("--ctx {ctx} exceeds the model's context length {max} ({path})")]
+    CtxTooLong {
+        ctx: usize,
+        max: usize,
+        path: PathBuf,
+    },
+    #[error("--ctx must be at least 2 (a prompt token and a completion token)")]
+    CtxTooSmall,
+    #[error("--kv-tokens {kv} is smaller than --ctx {ctx}: no request of full length could run")]
+    PoolTooSmall { kv: usize, ctx: usize },
+    #[error("--ctx x --max-seqs overflows; pass --kv-tokens")]
+    Overflow,
+}
+
+pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Sizes are checked against the file and the memory before anything is allocated.
+    let gguf = Gguf::open(&args.model)?;
+    let cfg = Config::from_gguf(&gguf)?;
+    drop(gguf);
+    let max = cfg.context_length;
+    let ctx = match args.ctx {
+        Some(c) if max > 0 && c > max => {
+            return Err(ServeError::CtxTooLong {
+                ctx: c,
+                max,
+                path: args.model.clone(),
+            }
+            .into())
+        }
+        Some(c) => c,
+        None if max > 0 => max.min(4096),
+        None => 4096,
+    };
+    if ctx < 2 {
+        return Err(ServeError::CtxTooSmall.into());
+    }
+    let max_seqs = args.max_seqs as usize;
+    let kv = match args.kv_tokens {
+        Some(k) => k,
+        None => ctx.checked_mul(max_seqs).ok_or(ServeError::Overflow)?,
+    };
+    if kv < ctx {
+        return Err(ServeError::PoolTooSmall { kv, ctx }.into());
+    }
+    super::memory::check_kv_cache(&cfg, kv, "--kv-tokens", &args.model)?;
+    let opts = args.session.options(ctx);
+    let block_size = SessionOptions::DEFAULT_BLOCK_SIZE;
+    let server = ServerConfig {
+        model: args.model.clone(),
+        host: args.host.clone(),
+        port: args.port,
+        model_id: args.served_model_name.clone(),
+        api_key: args.api_key.clone().or_else(|| {
+            std::env::var("GLINT_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty())
+        }),
+        scheduler: SchedulerConfig {
+            max_tokens: opts.ubatch.max(max_seqs),
+            max_seqs,
+            n_blocks: kv.div_ceil(block_size),
+            block_size,
+            max_ctx: ctx,
+            cache: opts.cache,
+        },
+        queue: args.queue,
+        max_body_bytes: args.max_body_bytes,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("glint-http")
+        .build()?;
+    rt.block_on(async move {
+        let s = glint_server::start(server).await?;
+        eprintln!(
+            "glint serve: http://{} (model `{}`, {} sequences, {} tokens per request, {} in the pool)",
+            s.addr, s.state.model_id, max_seqs, ctx, kv
+        );
+        s.run_until_signal().await?;
+        Ok::<_, glint_server::ServerError>(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,460 @@
+//! OpenAI request bodies and their validation. Every field is checked before anything reaches
+//! the engine; an error names the field (`messages[1].role`, `temperature`).
+//!
+//! Fields are `Option`s so that an explicit `null` means "default", as OpenAI's own API
+//! treats it. Unknown fields are ignored (clients send `user`, `metadata`, ...); known fields
+//! the server cannot honour yet are refused with 400 rather than silently ignored.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use glint_engine::sampler::SamplerConfig;
+
+use crate::error::ApiError;
+
+/// Most stop strings per request, and bytes per stop string.
+pub const MAX_STOPS: usize = 16;
+pub const MAX_STOP_BYTES: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct StreamOptions {
+    pub include_usage: Option<bool>,
+}
+
+/// The sampling and limit fields both endpoints share.
+#[derive(Debug, Deserialize)]
+pub struct Common {
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub seed: Option<i64>,
+    pub stop: Option<Stop>,
+    pub n: Option<u64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    /// vLLM's and llama.cpp's extension: llama.cpp's repeat penalty (1 = off).
+    pub repetition_penalty: Option<f64>,
+    pub logit_bias: Option<Map<String, Value>>,
+    pub best_of: Option<u64>,
+    /// vLLM's extension: also return the prompt's and the completion's token ids.
+    pub return_token_ids: Option<bool>,
+    /// vLLM's extension: keep generating past end-of-generation tokens.
+    pub ignore_eos: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    pub max_tokens: Option<u64>,
+    pub max_completion_tokens: Option<u64>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<u64>,
+    pub tools: Option<Vec<Value>>,
+    pub tool_choice: Option<Value>,
+    pub response_format: Option<Value>,
+    /// Extra variables for the chat template (`enable_thinking`).
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: Option<Content>,
+    pub reasoning_content: Option<String>,
+    pub name: Option<String>,
+    pub tool_calls: Option<Vec<Value>>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Part {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    pub prompt: Prompt,
+    pub logprobs: Option<u64>,
+    pub echo: Option<bool>,
+    pub suffix: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<i64>),
+    TokenLists(Vec<Vec<i64>>),
+}
+
+/// Parses a body into a JSON object; syntax errors (and invalid UTF-8) are a 400.
+pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send a JSON object",
+        ));
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+/// Reads a typed view of the body; a wrong type names the field's path.
+pub fn view<'v, T: Deserialize<'v>>(v: &'v Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            let msg = inner.to_string();
+            // serde names a missing field only in its message: "missing field `messages`".
+            match msg
+                .strip_prefix("missing field `")
+                .and_then(|r| r.split('`').next())
+            {
+                Some(field) => ApiError::field(field, "is required"),
+                None => ApiError::bad_request(msg),
+            }
+        } else {
+            ApiError::field(path, inner.to_string())
+        }
+    })
+}
+
+/// What both endpoints decide from [`Common`] before the prompt is known.
+#[derive(Debug)]
+pub struct Settings {
+    pub stream: bool,
+    pub include_usage: bool,
+    pub sampler: SamplerConfig,
+    pub stops: Vec<String>,
+    pub max_tokens: Option<u64>,
+    pub return_token_ids: bool,
+    pub ignore_eos: bool,
+}
+
+fn finite_in(name: &str, v: f64, lo: f64, hi: f64) -> Result<f64, ApiError> {
+    if !v.is_finite() || v < lo || v > hi {
+        return Err(ApiError::field(
+            name,
+            format!("{v} is out of range: must be between {lo} and {hi}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// A seed for requests that give none: different per request, as OpenAI's are.
+fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+impl Common {
+    pub fn settings(&self, served: &str) -> Result<Settings, ApiError> {
+        if let Some(m) = &self.model {
+            if m != served {
+                return Err(ApiError::model_not_found(m, served));
+            }
+        }
+        if let Some(n) = self.n {
+            if n != 1 {
+                return Err(ApiError::unsupported("n", &format!("n = {n} (only n = 1)")));
+            }
+        }
+        if let Some(b) = self.best_of {
+            if b != 1 {
+                return Err(ApiError::unsupported("best_of", &format!("best_of = {b}")));
+            }
+        }
+        for (name, v) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if let Some(v) = v {
+                finite_in(name, v, -2.0, 2.0)?;
+                if v != 0.0 {
+                    return Err(ApiError::unsupported(name, "a non-zero penalty"));
+                }
+            }
+        }
+        if self.logit_bias.as_ref().is_some_and(|m| !m.is_empty()) {
+            return Err(ApiError::unsupported("logit_bias", "logit_bias"));
+        }
+        let temperature = finite_in("temperature", self.temperature.unwrap_or(1.0), 0.0, 2.0)?;
+        let top_p = self.top_p.unwrap_or(1.0);
+        if !(top_p.is_finite() && top_p > 0.0 && top_p <= 1.0) {
+            return Err(ApiError::field(
+                "top_p",
+                format!("{top_p} is out of range: must be above 0 and at most 1"),
+            ));
+        }
+        let top_k = match self.top_k.unwrap_or(0) {
+            -1 | 0 => 0,
+            k if k > 0 => k as usize,
+            k => {
+                return Err(ApiError::field(
+                    "top_k",
+                    format!("{k}: must be a positive number, or 0 / -1 for off"),
+                ))
+            }
+        };
+        let min_p = finite_in("min_p", self.min_p.unwrap_or(0.0), 0.0, 1.0)?;
+        let repeat_penalty = self.repetition_penalty.unwrap_or(1.0);
+        if !(repeat_penalty.is_finite() && repeat_penalty > 0.0 && repeat_penalty <= 10.0) {
+            return Err(ApiError::field(
+                "repetition_penalty",
+                format!("{repeat_penalty} is out of range: must be above 0 and at most 10"),
+            ));
+        }
+        let stops = match &self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s.clone()],
+            Some(Stop::Many(v)) => v.clone(),
+        };
+        if stops.len() > MAX_STOPS {
+            return Err(ApiError::field(
+                "stop",
+                format!("{} stop strings: at most {MAX_STOPS}", stops.len()),
+            ));
+        }
+        for (i, s) in stops.iter().enumerate() {
+            if s.is_empty() || s.len() > MAX_STOP_BYTES {
+                return Err(ApiError::field(
+                    format!("stop[{i}]"),
+                    format!("a stop string must have 1 to {MAX_STOP_BYTES} bytes"),
+                ));
+            }
+        }
+        let stream = self.stream.unwrap_or(false);
+        let include_usage = match &self.stream_options {
+            Some(o) if !stream => {
+                if o.include_usage.is_some() {
+                    return Err(ApiError::field(
+                        "stream_options",
+                        "only allowed when stream is true",
+                    ));
+                }
+                false
+            }
+            Some(o) => o.include_usage.unwrap_or(false),
+            None => false,
+        };
+        if self.max_tokens == Some(0) {
+            return Err(ApiError::field("max_tokens", "must be at least 1"));
+        }
+        Ok(Settings {
+            stream,
+            include_usage,
+            sampler: SamplerConfig {
+                temperature: temperature as f32,
+                top_k,
+                top_p: top_p as f32,
+                min_p: min_p as f32,
+                repeat_penalty: repeat_penalty as f32,
+                repeat_last_n: 64,
+                seed: self.seed.map(|s| s as u64).unwrap_or_else(fresh_seed),
+            },
+            stops,
+            max_tokens: self.max_tokens,
+            return_token_ids: self.return_token_ids.unwrap_or(false),
+            ignore_eos: self.ignore_eos.unwrap_or(false),
+        })
+    }
+}
+
+pub const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
+
+impl ChatRequest {
+    /// Checks what only chat has; returns the template context's `messages`.
+    pub fn template_messages(&self) -> Result<Vec<Value>, ApiError> {
+        if let Some(lp) = self.logprobs {
+            if lp {
+                return Err(ApiError::unsupported("logprobs", "logprobs"));
+            }
+        }
+        if self.top_logprobs.is_some_and(|n| n > 0) {
+            return Err(ApiError::unsupported("top_logprobs", "top_logprobs"));
+        }
+        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(ApiError::unsupported("tools", "tool calling"));
+        }
+        match &self.tool_choice {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == "none" || s == "auto" => {}
+            Some(_) => return Err(ApiError::unsupported("tool_choice", "tool calling")),
+        }
+        if let Some(f) = &self.response_format {
+            if f.get("type").and_then(Value::as_str) != Some("text") {
+                return Err(ApiError::unsupported(
+                    "response_format",
+                    "a response_format other than text",
+                ));
+            }
+        }
+        if self.max_completion_tokens == Some(0) {
+            return Err(ApiError::field(
+                "max_completion_tokens",
+                "must be at least 1",
+            ));
+        }
+        if self.messages.is_empty() {
+            return Err(ApiError::field(
+                "messages",
+                "must contain at least one message",
+            ));
+        }
+        let mut out = Vec::with_capacity(self.messages.len());
+        for (i, m) in self.messages.iter().enumerate() {
+            let at = |f: &str| format!("messages[{i}].{f}");
+            let role = match m.role.as_str() {
+                "developer" => "system",
+                r if ROLES.contains(&r) => r,
+                r => {
+                    return Err(ApiError::field(
+                        at("role"),
+                        format!(
+                            "unknown role `{}`: expected one of {}",
+                            r.escape_debug(),
+                            ROLES.join(", ")
+                        ),
+                    ))
+                }
+            };
+            if m.tool_calls.as_ref().is_some_and(|t| !t.is_empty()) {
+                return Err(ApiError::unsupported(&at("tool_calls"), "tool calling"));
+            }
+            let content = match &m.content {
+                None if role == "assistant" => String::new(),
+                None => return Err(ApiError::field(at("content"), "is required for this role")),
+                Some(Content::Text(s)) => s.clone(),
+                Some(Content::Parts(parts)) => {
+                    let mut s = String::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        match (p.kind.as_str(), &p.text) {
+                            ("text", Some(t)) => s.push_str(t),
+                            ("text", None) => {
+                                return Err(ApiError::field(
+                                    format!("messages[{i}].content[{j}].text"),
+                                    "is required for a text part",
+                                ))
+                            }
+                            (k, _) => {
+                                return Err(ApiError::unsupported(
+                                    &format!("messages[{i}].content[{j}].type"),
+                                    &format!("content of type `{}`", k.escape_debug()),
+                                ))
+                            }
+                        }
+                    }
+                    s
+                }
+            };
+            let mut v = serde_json::json!({"role": role, "content": content});
+            if let Some(r) = &m.reasoning_content {
+                v["reasoning_content"] = r.clone().into();
+            }
+            if let Some(n) = &m.name {
+                v["name"] = n.clone().into();
+            }
+            if let Some(t) = &m.tool_call_id {
+                v["tool_call_id"] = t.clone().into();
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// `max_completion_tokens` (the current name) wins over `max_tokens` (the old one).
+    pub fn max_tokens(&self) -> Option<u64> {
+        self.max_completion_tokens.or(self.max_tokens)
+    }
+}
+
+impl CompletionRequest {
+    /// The one prompt, as text or as token ids (checked against the vocabulary).
+    pub fn prompt(&self, n_vocab: usize) -> Result<PromptInput, ApiError> {
+        if self.echo == Some(true) {
+            return Err(ApiError::unsupported("echo", "echo"));
+        }
+        if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::unsupported("suffix", "suffix"));
+        }
+        if self.logprobs.is_some_and(|n| n > 0) {
+            return Err(ApiError::unsupported("logprobs", "logprobs"));
+        }
+        let ids = |v: &[i64]| -> Result<Vec<u32>, ApiError> {
+            v.iter()
+                .enumerate()
+                .map(|(i, &t)| {
+                    if t < 0 || t as u64 >= n_vocab as u64 {
+                        Err(ApiError::field(
+                            format!("prompt[{i}]"),
+                            format!("token id {t} is outside the vocabulary of {n_vocab}"),
+                        ))
+                    } else {
+                        Ok(t as u32)
+                    }
+                })
+                .collect()
+        };
+        let p = match &self.prompt {
+            Prompt::Text(s) => PromptInput::Text(s.clone()),
+            Prompt::Texts(v) if v.len() == 1 => PromptInput::Text(v[0].clone()),
+            Prompt::Tokens(v) => PromptInput::Tokens(ids(v)?),
+            Prompt::TokenLists(v) if v.len() == 1 => PromptInput::Tokens(ids(&v[0])?),
+            _ => {
+                return Err(ApiError::unsupported(
+                    "prompt",
+                    "more than one prompt per request",
+                ))
+            }
+        };
+        match &p {
+            PromptInput::Text(s) if s.is_empty() => {
+                Err(ApiError::field("prompt", "must not be empty"))
+            }
+            PromptInput::Tokens(v) if v.is_empty() => {
+                Err(ApiError::field("prompt", "must not be empty"))
+            }
+            _ => Ok(p),
+        }
+    }
+}
+
+pub enum PromptInput {
+    Text(String),
+    Tokens(Vec<u32>),
+}

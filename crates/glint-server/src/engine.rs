@@ -1,0 +1,278 @@
+//! The engine thread: owns the model and the [`Scheduler`], takes requests from a bounded
+//! queue and sends each request's tokens down its own channel.
+//!
+//! HTTP handlers never touch the model. A handler [`EngineHandle::submit`]s a request
+//! (`try_send`: a full queue is a 503 at once, never a wait) and reads [`Out`] events from the
+//! receiver it gets back. Dropping that receiver — the client went away, a stop string
+//! matched — cancels the request: before every step the engine drops requests whose receiver
+//! is gone, so their blocks are free by the next step.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use glint_engine::sampler::SamplerConfig;
+use glint_engine::scheduler::{Event, Finish, Request, Scheduler, SchedulerConfig};
+use glint_gguf::Gguf;
+use glm5_model::{CpuBackend, Model};
+use tokio::sync::mpsc;
+
+use crate::error::ApiError;
+
+/// What a handler asks the engine for.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    pub prompt: Vec<u32>,
+    pub max_new_tokens: usize,
+    pub sampler: SamplerConfig,
+    pub stop_tokens: Vec<u32>,
+}
+
+/// What the engine reports for one request, in order: tokens, then one `Finished` or `Error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    Token(u32),
+    Finished(Finish),
+    Error(String),
+}
+
+struct Submit {
+    id: u64,
+    req: GenRequest,
+    tx: mpsc::Sender<Out>,
+}
+
+/// Counters the engine publishes after each step (`/health`, tests).
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub alive: AtomicBool,
+    pub running: AtomicUsize,
+    pub waiting: AtomicUsize,
+    pub free_blocks: AtomicUsize,
+    pub total_blocks: AtomicUsize,
+    pub steps: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub generated_tokens: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct EngineInfo {
+    /// Longest prompt + completion one request may have.
+    pub max_request_tokens: usize,
+    pub n_vocab: usize,
+}
+
+/// The handlers' side of the engine.
+pub struct EngineHandle {
+    tx: mpsc::Sender<Submit>,
+    next_id: AtomicU64,
+    pub stats: Arc<EngineStats>,
+    pub info: EngineInfo,
+}
+
+impl EngineHandle {
+    /// Queues `req`; its events arrive on the returned receiver. Fails at once with 503 when
+    /// the queue is full or the engine has stopped.
+    pub fn submit(&self, req: GenRequest) -> Result<mpsc::Receiver<Out>, ApiError> {
+        // Every token, then the end: the engine never waits on a slow reader.
+        let (tx, rx) = mpsc::channel(req.max_new_tokens.saturating_add(2));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        match self.tx.try_send(Submit { id, req, tx }) {
+            Ok(()) => Ok(rx),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(ApiError::overloaded()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(ApiError::engine_down()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Load(String),
+    #[error("the engine thread could not start: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// Starts the engine thread on `gguf` and waits until the model is loaded.
+pub fn start(
+    gguf: Arc<Gguf>,
+    cfg: SchedulerConfig,
+    queue: usize,
+) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
+    let (tx, rx) = mpsc::channel::<Submit>(queue.max(1));
+    let stats = Arc::new(EngineStats::default());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<EngineInfo, String>>();
+    let thread_stats = stats.clone();
+    let join = std::thread::Builder::new()
+        .name("glint-engine".into())
+        .spawn(move || {
+            let model = match Model::load(&gguf, CpuBackend::new()) {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("loading the model: {e}")));
+                    return;
+                }
+            };
+            let sched = match Scheduler::new(&model, cfg) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("sizing the scheduler: {e}")));
+                    return;
+                }
+            };
+            let info = EngineInfo {
+                max_request_tokens: sched.request_capacity(),
+                n_vocab: model.config().n_vocab,
+            };
+            let _alive = AliveGuard(thread_stats.clone());
+            thread_stats.alive.store(true, Ordering::SeqCst);
+            publish(&sched, &thread_stats);
+            let _ = ready_tx.send(Ok(info));
+            run(sched, rx, &thread_stats, cfg.max_seqs);
+        })?;
+    let info = match ready_rx.recv() {
+        Ok(Ok(info)) => info,
+        Ok(Err(e)) => return Err(EngineError::Load(e)),
+        Err(_) => {
+            return Err(EngineError::Load(
+                "the engine thread died while loading".into(),
+            ))
+        }
+    };
+    Ok((
+        EngineHandle {
+            tx,
+            next_id: AtomicU64::new(1),
+            stats,
+            info,
+        },
+        join,
+    ))
+}
+
+/// Marks the engine dead when its thread ends, however it ends (a panic included).
+struct AliveGuard(Arc<EngineStats>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.alive.store(false, Ordering::SeqCst);
+    }
+}
+
+fn publish(s: &Scheduler<'_, '_, CpuBackend>, stats: &EngineStats) {
+    stats.running.store(s.running(), Ordering::Relaxed);
+    stats.waiting.store(s.waiting(), Ordering::Relaxed);
+    stats.free_blocks.store(s.free_blocks(), Ordering::Relaxed);
+    stats
+        .total_blocks
+        .store(s.total_blocks(), Ordering::Relaxed);
+}
+
+/// The loop: take work (blocking only when idle), drop requests nobody reads any more, step,
+/// route events. Ends when every handle is gone and no work is left.
+fn run(
+    mut sched: Scheduler<'_, '_, CpuBackend>,
+    mut rx: mpsc::Receiver<Submit>,
+    stats: &EngineStats,
+    lookahead: usize,
+) {
+    let mut live: HashMap<u64, mpsc::Sender<Out>> = HashMap::new();
+    let mut closed = false;
+    loop {
+        if sched.pending() == 0 {
+            if closed {
+                break;
+            }
+            match rx.blocking_recv() {
+                Some(m) => accept(&mut sched, &mut live, m, stats),
+                None => break,
+            }
+        }
+        // Keep a few requests queued in the scheduler so admission never waits on the
+        // channel; the rest stay in the bounded channel, which is what makes it fill up.
+        while !closed && sched.waiting() < lookahead.max(1) {
+            match rx.try_recv() {
+                Ok(m) => accept(&mut sched, &mut live, m, stats),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
+            }
+        }
+        let gone: Vec<u64> = live
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            live.remove(&id);
+            if let Err(e) = sched.cancel(id) {
+                tracing::error!(id, error = %e, "cancel failed");
+            } else {
+                tracing::debug!(id, "request cancelled (its reader went away)");
+            }
+        }
+        if sched.pending() == 0 {
+            publish(&sched, stats);
+            continue;
+        }
+        match sched.step() {
+            Ok(events) => {
+                stats.steps.fetch_add(1, Ordering::Relaxed);
+                for e in events {
+                    match e {
+                        Event::Token { id, token } => {
+                            stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+                            if let Some(tx) = live.get(&id) {
+                                // Capacity covers every token, so only a gone reader fails;
+                                // the next pass cancels it.
+                                let _ = tx.try_send(Out::Token(token));
+                            }
+                        }
+                        Event::Finished { id, reason } => {
+                            if let Some(tx) = live.remove(&id) {
+                                let _ = tx.try_send(Out::Finished(reason));
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                // A failed step leaves no request in a known state: fail them all, free all.
+                tracing::error!(error = %e, "engine step failed");
+                for (id, tx) in live.drain() {
+                    let _ = tx.try_send(Out::Error(format!("engine step failed: {e}")));
+                    let _ = sched.cancel(id);
+                }
+            }
+        }
+        publish(&sched, stats);
+    }
+    publish(&sched, stats);
+}
+
+fn accept(
+    sched: &mut Scheduler<'_, '_, CpuBackend>,
+    live: &mut HashMap<u64, mpsc::Sender<Out>>,
+    m: Submit,
+    stats: &EngineStats,
+) {
+    if m.tx.is_closed() {
+        return; // gone while queued
+    }
+    let n_prompt = m.req.prompt.len() as u64;
+    let req = Request {
+        id: m.id,
+        prompt: m.req.prompt,
+        max_new_tokens: m.req.max_new_tokens,
+        sampler: m.req.sampler,
+        stop_tokens: m.req.stop_tokens,
+    };
+    match sched.submit(req) {
+        Ok(()) => {
+            stats.prompt_tokens.fetch_add(n_prompt, Ordering::Relaxed);
+            live.insert(m.id, m.tx);
+        }
+        Err(e) => {
+            let _ = m.tx.try_send(Out::Error(e.to_string()));
+        }
+    }
+}

@@ -1,0 +1,846 @@
+//! `glint serve`: an OpenAI-compatible HTTP server over glint-engine's continuous-batching
+//! [`Scheduler`](glint_engine::scheduler::Scheduler).
+//!
+//! ```text
+//! HTTP (axum) ── validate, template, tokenize (blocking pool) ──► bounded queue ──► engine thread
+//!      ▲                                                                              │ step()
+//!      └───── SSE chunks / one JSON body ◄── text pipeline ◄── per-request channel ◄──┘
+//! ```
+//!
+//! * [`api`]: request bodies and their validation (every field, errors naming it);
+//! * [`engine`]: the engine thread and the channels to it (cancel = drop the receiver);
+//! * [`text`]: UTF-8 assembly, stop strings and the `<think>` split, all streaming-safe;
+//! * [`error`]: OpenAI's JSON error shape.
+
+pub mod api;
+pub mod engine;
+pub mod error;
+pub mod text;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use glint_engine::chat::ChatTemplate;
+use glint_engine::scheduler::{Finish, SchedulerConfig};
+use glint_engine::tokenizer::Tokenizer;
+use glint_gguf::Gguf;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::api::{ChatRequest, Common, CompletionRequest, PromptInput, Settings};
+use crate::engine::{EngineHandle, EngineStats, GenRequest, Out};
+use crate::error::ApiError;
+use crate::text::{ReasoningSplitter, Split, TextPipeline, THINK_CLOSE, THINK_OPEN};
+
+/// How `glint serve` is set up.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub model: PathBuf,
+    pub host: String,
+    /// 0 picks a free port (tests).
+    pub port: u16,
+    /// The model id clients name; the file's stem by default.
+    pub model_id: Option<String>,
+    /// Required as `Authorization: Bearer <key>` on /v1/* when set.
+    pub api_key: Option<String>,
+    pub scheduler: SchedulerConfig,
+    /// Requests that may wait for the engine beyond those it holds; one more is a 503.
+    pub queue: usize,
+    /// Largest request body in bytes; a larger one is a 413.
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    pub const DEFAULT_QUEUE: usize = 256;
+    pub const DEFAULT_MAX_BODY: usize = 8 << 20;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: glint_gguf::GgufError,
+    },
+    #[error("{1}: tokenizer: {0}")]
+    Tokenizer(String, String),
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub tokenizer: Tokenizer,
+    pub template: Option<ChatTemplate>,
+    pub model_id: String,
+    pub api_key: Option<String>,
+    pub created: u64,
+    /// `<think>` and `</think>` as token ids, when the vocabulary has them: they are control
+    /// tokens (printing nothing) but the reasoning split needs to see them.
+    think: Option<(u32, u32)>,
+    /// What ends a chat turn: the GGUF's end-of-generation ids plus GLM's turn tokens.
+    chat_stops: Vec<u32>,
+    next_response: AtomicU64,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A running server (in-process: tests start it on port 0).
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    engine_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn stats(&self) -> &EngineStats {
+        &self.state.engine.stats
+    }
+
+    /// Stops accepting, lets running requests finish (graceful), then stops the engine.
+    pub async fn shutdown(mut self) -> Result<(), ServerError> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.finish().await
+    }
+
+    /// Runs until SIGINT or SIGTERM, then shuts down as [`Server::shutdown`] does.
+    pub async fn run_until_signal(mut self) -> Result<(), ServerError> {
+        shutdown_signal().await;
+        tracing::info!("shutting down: draining running requests");
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.finish().await
+    }
+
+    async fn finish(mut self) -> Result<(), ServerError> {
+        let task = std::mem::replace(&mut self.task, tokio::spawn(async { Ok(()) }));
+        match task.await {
+            Ok(r) => r?,
+            Err(e) => tracing::error!(error = %e, "server task failed"),
+        }
+        let join = self.engine_thread.take();
+        // The handles held by the state end the engine loop once dropped.
+        drop(self);
+        if let Some(j) = join {
+            let _ = tokio::task::spawn_blocking(move || j.join()).await;
+        }
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Loads the model (engine thread), binds and starts serving in the background.
+pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
+    let path = cfg.model.clone();
+    let gguf = Gguf::open(&path).map_err(|source| ServerError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let gguf = Arc::new(gguf);
+    let tokenizer = Tokenizer::from_metadata(gguf.metadata())
+        .map_err(|e| ServerError::Tokenizer(e.to_string(), path.display().to_string()))?;
+    let template = match tokenizer.chat_template() {
+        Some(src) => {
+            let name = |id: Option<u32>| {
+                id.and_then(|i| tokenizer.id_to_token(i))
+                    .map(str::to_string)
+            };
+            Some(
+                ChatTemplate::new(src, name(tokenizer.bos()), name(tokenizer.eos()))
+                    .map_err(|e| ServerError::Template(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let think = tokenizer
+        .token_to_id(THINK_OPEN)
+        .zip(tokenizer.token_to_id(THINK_CLOSE));
+    let mut chat_stops = tokenizer.eog_ids().to_vec();
+    for t in ["<|user|>", "<|observation|>", "<|endoftext|>"] {
+        if let Some(id) = tokenizer.token_to_id(t) {
+            if !chat_stops.contains(&id) {
+                chat_stops.push(id);
+            }
+        }
+    }
+    let model_id = cfg.model_id.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "glm-5".into())
+    });
+    let (sched, queue) = (cfg.scheduler, cfg.queue);
+    let g = gguf.clone();
+    let (engine, engine_thread) =
+        tokio::task::spawn_blocking(move || engine::start(g, sched, queue))
+            .await
+            .map_err(|e| ServerError::Template(format!("engine start panicked: {e}")))??;
+    let state = Arc::new(AppState {
+        engine,
+        tokenizer,
+        template,
+        model_id,
+        api_key: cfg.api_key.clone(),
+        created: now(),
+        think,
+        chat_stops,
+        next_response: AtomicU64::new(1),
+    });
+    let addr = format!("{}:{}", cfg.host, cfg.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let addr = listener.local_addr()?;
+    let app = router(state.clone(), cfg.max_body_bytes);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = rx.await;
+            })
+            .await
+    });
+    tracing::info!(%addr, model = %state.model_id, "glint serve listening");
+    Ok(Server {
+        addr,
+        state,
+        shutdown: Some(tx),
+        task,
+        engine_thread: Some(engine_thread),
+    })
+}
+
+/// The routes, with the API key check on /v1/*, the body limit and panic recovery.
+pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
+    let v1 = Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .route("/health", get(health))
+        .merge(v1)
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                ..ApiError::bad_request("method not allowed on this endpoint")
+            }
+        })
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::internal("internal error while handling the request").into_response()
+            },
+        ))
+        .with_state(state)
+}
+
+async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(key) = &st.api_key {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|k| constant_time_eq(k.trim().as_bytes(), key.as_bytes()));
+        if !ok {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn health(State(st): State<Arc<AppState>>) -> Response {
+    let s = &st.engine.stats;
+    let alive = s.alive.load(Ordering::SeqCst);
+    let body = json!({
+        "status": if alive { "ok" } else { "engine stopped" },
+        "running": s.running.load(Ordering::Relaxed),
+        "waiting": s.waiting.load(Ordering::Relaxed),
+        "free_blocks": s.free_blocks.load(Ordering::Relaxed),
+        "total_blocks": s.total_blocks.load(Ordering::Relaxed),
+        "steps": s.steps.load(Ordering::Relaxed),
+        "prompt_tokens": s.prompt_tokens.load(Ordering::Relaxed),
+        "generated_tokens": s.generated_tokens.load(Ordering::Relaxed),
+    });
+    let status = if alive {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn models(State(st): State<Arc<AppState>>) -> Response {
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": st.model_id,
+            "object": "model",
+            "created": st.created,
+            "owned_by": "glint",
+            "max_model_len": st.engine.info.max_request_tokens,
+        }],
+    }))
+    .into_response()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Completion,
+}
+
+/// A validated request, ready for the engine.
+struct Prepared {
+    kind: Kind,
+    gen: GenRequest,
+    settings: Settings,
+    /// Chat: whether generation starts inside a reasoning block.
+    reasoning: Option<bool>,
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
+        let status = r.status();
+        let msg = r.body_text();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(format!("request body too large: {msg}"))
+        } else {
+            ApiError {
+                status,
+                ..ApiError::bad_request(format!("could not read the request body: {msg}"))
+            }
+        }
+    })
+}
+
+/// The completion budget: what the request asks (checked against the context), or all the
+/// context the prompt leaves.
+fn budget(
+    st: &AppState,
+    prompt_len: usize,
+    asked: Option<u64>,
+    field: &str,
+) -> Result<usize, ApiError> {
+    let ctx = st.engine.info.max_request_tokens;
+    if prompt_len >= ctx {
+        return Err(ApiError::bad_request(format!(
+            "the prompt has {prompt_len} tokens; the context holds {ctx} (prompt + completion)"
+        ))
+        .with_code("context_length_exceeded"));
+    }
+    let room = ctx - prompt_len;
+    match asked {
+        None => Ok(room),
+        Some(n) if n as u128 <= room as u128 => Ok(n as usize),
+        Some(n) => Err(ApiError::field(
+            field,
+            format!(
+                "{n} tokens do not fit: the prompt has {prompt_len} tokens and the context \
+                 {ctx}, so at most {room} can be generated"
+            ),
+        )
+        .with_code("context_length_exceeded")),
+    }
+}
+
+fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
+    let r = if raw {
+        st.tokenizer.encode_prompt(text)
+    } else {
+        st.tokenizer.encode(text)
+    };
+    r.map_err(|e| ApiError::bad_request(format!("the prompt cannot be tokenized: {e}")))
+}
+
+fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
+    let v = api::parse_body(body)?;
+    let common: Common = api::view(&v)?;
+    let req: ChatRequest = api::view(&v)?;
+    let settings = common.settings(&st.model_id)?;
+    let messages = req.template_messages()?;
+    let tmpl = st.template.as_ref().ok_or_else(|| {
+        ApiError::bad_request("this model has no chat template; use /v1/completions")
+    })?;
+    let mut ctx = json!({"add_generation_prompt": true});
+    if let Some(kw) = &req.chat_template_kwargs {
+        for (k, val) in kw {
+            if k == "messages" || k == "add_generation_prompt" {
+                return Err(ApiError::field(
+                    format!("chat_template_kwargs.{k}"),
+                    "is set by the server",
+                ));
+            }
+            ctx[k] = val.clone();
+        }
+    }
+    ctx["messages"] = Value::Array(messages);
+    let text = tmpl
+        .render_json(&ctx)
+        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
+    let prompt = encode(st, &text, false)?;
+    let field = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max_new_tokens = budget(st, prompt.len(), req.max_tokens(), field)?;
+    let reasoning = st
+        .think
+        .map(|_| ReasoningSplitter::prompt_opens_reasoning(&text));
+    let stop_tokens = if settings.ignore_eos {
+        vec![]
+    } else {
+        st.chat_stops.clone()
+    };
+    Ok(Prepared {
+        kind: Kind::Chat,
+        gen: GenRequest {
+            prompt,
+            max_new_tokens,
+            sampler: settings.sampler.clone(),
+            stop_tokens,
+        },
+        settings,
+        reasoning,
+    })
+}
+
+fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
+    let v = api::parse_body(body)?;
+    let common: Common = api::view(&v)?;
+    let req: CompletionRequest = api::view(&v)?;
+    let settings = common.settings(&st.model_id)?;
+    let prompt = match req.prompt(st.engine.info.n_vocab)? {
+        PromptInput::Text(s) => encode(st, &s, true)?,
+        PromptInput::Tokens(t) => t,
+    };
+    let max_new_tokens = budget(
+        st,
+        prompt.len(),
+        // OpenAI's legacy default is 16 tokens.
+        Some(settings.max_tokens.unwrap_or(16)),
+        "max_tokens",
+    )?;
+    let stop_tokens = if settings.ignore_eos {
+        vec![]
+    } else {
+        st.tokenizer.eog_ids().to_vec()
+    };
+    Ok(Prepared {
+        kind: Kind::Completion,
+        gen: GenRequest {
+            prompt,
+            max_new_tokens,
+            sampler: settings.sampler.clone(),
+            stop_tokens,
+        },
+        settings,
+        reasoning: None,
+    })
+}
+
+async fn chat_completions(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(st, body, prepare_chat).await
+}
+
+async fn completions(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(st, body, prepare_completion).await
+}
+
+async fn handle(
+    st: Arc<AppState>,
+    body: Result<Bytes, BytesRejection>,
+    prepare: fn(&AppState, &[u8]) -> Result<Prepared, ApiError>,
+) -> Response {
+    let body = match body_bytes(body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    // Parsing, templating and tokenizing are CPU work on the blocking pool; a panic there is
+    // a 500 for this request only.
+    let s = st.clone();
+    let prepared = match tokio::task::spawn_blocking(move || prepare(&s, &body)).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return e.into_response(),
+        Err(_) => {
+            return ApiError::internal("internal error while reading the request").into_response()
+        }
+    };
+    let prompt_tokens = prepared.gen.prompt.len();
+    let rx = match st.engine.submit(prepared.gen.clone()) {
+        Ok(rx) => rx,
+        Err(e) => return e.into_response(),
+    };
+    let n = st.next_response.fetch_add(1, Ordering::Relaxed);
+    let resp = Responder {
+        id: match prepared.kind {
+            Kind::Chat => format!("chatcmpl-{n:016x}"),
+            Kind::Completion => format!("cmpl-{n:016x}"),
+        },
+        created: now(),
+        pipe: TextPipeline::new(
+            prepared.settings.stops.clone(),
+            prepared.reasoning.map(ReasoningSplitter::new),
+        ),
+        kind: prepared.kind,
+        prompt_tokens,
+        prompt: prepared.gen.prompt,
+        tokens: Vec::new(),
+        settings: prepared.settings,
+        rx: Some(rx),
+        st,
+        sent_role: false,
+        done: false,
+    };
+    if resp.settings.stream {
+        stream_response(resp)
+    } else {
+        resp.collect().await
+    }
+}
+
+/// One request's output side: reads the engine's events and turns them into text.
+struct Responder {
+    st: Arc<AppState>,
+    id: String,
+    created: u64,
+    kind: Kind,
+    pipe: TextPipeline,
+    prompt_tokens: usize,
+    prompt: Vec<u32>,
+    tokens: Vec<u32>,
+    settings: Settings,
+    rx: Option<mpsc::Receiver<Out>>,
+    sent_role: bool,
+    done: bool,
+}
+
+/// What one engine event became.
+enum Step {
+    Text(Split),
+    End(Split, &'static str),
+    Failed(ApiError),
+}
+
+impl Responder {
+    fn bytes_of(&self, t: u32) -> Vec<u8> {
+        if self.kind == Kind::Chat {
+            if let Some((open, close)) = self.st.think {
+                if t == open {
+                    return THINK_OPEN.as_bytes().to_vec();
+                }
+                if t == close {
+                    return THINK_CLOSE.as_bytes().to_vec();
+                }
+            }
+        }
+        self.st
+            .tokenizer
+            .piece(t, false)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Waits for the next engine event. Dropping the receiver (stop string, end) cancels the
+    /// request in the engine.
+    async fn next(&mut self) -> Step {
+        let Some(rx) = self.rx.as_mut() else {
+            return Step::Failed(ApiError::internal("stream already ended"));
+        };
+        match rx.recv().await {
+            Some(Out::Token(t)) => {
+                self.tokens.push(t);
+                let bytes = self.bytes_of(t);
+                let (split, stopped) = self.pipe.push(&bytes);
+                if stopped {
+                    self.rx = None;
+                    Step::End(split, "stop")
+                } else {
+                    Step::Text(split)
+                }
+            }
+            Some(Out::Finished(f)) => {
+                self.rx = None;
+                let reason = match f {
+                    Finish::MaxTokens => "length",
+                    Finish::Stop(t) => {
+                        // The end-of-turn token was generated: it counts, it does not print.
+                        self.tokens.push(t);
+                        "stop"
+                    }
+                };
+                Step::End(self.pipe.finish(), reason)
+            }
+            Some(Out::Error(e)) => {
+                self.rx = None;
+                Step::Failed(ApiError::internal(e))
+            }
+            None => {
+                self.rx = None;
+                Step::Failed(ApiError::internal("the engine stopped"))
+            }
+        }
+    }
+
+    fn usage(&self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.tokens.len(),
+            "total_tokens": self.prompt_tokens + self.tokens.len(),
+        })
+    }
+
+    async fn collect(mut self) -> Response {
+        let mut text = Split::default();
+        let reason = loop {
+            match self.next().await {
+                Step::Text(s) => text.append(s),
+                Step::End(s, r) => {
+                    text.append(s);
+                    break r;
+                }
+                Step::Failed(e) => return e.into_response(),
+            }
+        };
+        let choice = match self.kind {
+            Kind::Chat => {
+                let mut message = json!({"role": "assistant", "content": text.content});
+                if self.reasoning_enabled() {
+                    message["reasoning_content"] = if text.reasoning.is_empty() {
+                        Value::Null
+                    } else {
+                        text.reasoning.into()
+                    };
+                }
+                let mut c = json!({
+                    "index": 0,
+                    "message": message,
+                    "logprobs": null,
+                    "finish_reason": reason,
+                });
+                if self.settings.return_token_ids {
+                    c["token_ids"] = json!(self.tokens);
+                }
+                c
+            }
+            Kind::Completion => {
+                let mut c = json!({
+                    "index": 0,
+                    "text": text.content,
+                    "logprobs": null,
+                    "finish_reason": reason,
+                });
+                if self.settings.return_token_ids {
+                    c["token_ids"] = json!(self.tokens);
+                }
+                c
+            }
+        };
+        let mut body = json!({
+            "id": self.id,
+            "object": self.object(false),
+            "created": self.created,
+            "model": self.st.model_id,
+            "choices": [choice],
+            "usage": self.usage(),
+        });
+        if self.settings.return_token_ids {
+            body["prompt_token_ids"] = json!(self.prompt);
+        }
+        Json(body).into_response()
+    }
+
+    fn reasoning_enabled(&self) -> bool {
+        self.kind == Kind::Chat && self.st.think.is_some()
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+            (Kind::Completion, _) => "text_completion",
+        }
+    }
+
+    fn chunk(&self, choice: Value) -> SseEvent {
+        let mut c = json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.st.model_id,
+            "choices": [choice],
+        });
+        if self.settings.include_usage {
+            c["usage"] = Value::Null;
+        }
+        SseEvent::default().data(c.to_string())
+    }
+
+    fn delta_chunks(&self, s: Split, out: &mut Vec<SseEvent>) {
+        match self.kind {
+            Kind::Chat => {
+                if !s.reasoning.is_empty() {
+                    out.push(self.chunk(json!({
+                        "index": 0,
+                        "delta": {"reasoning_content": s.reasoning},
+                        "logprobs": null,
+                        "finish_reason": null,
+                    })));
+                }
+                if !s.content.is_empty() {
+                    out.push(self.chunk(json!({
+                        "index": 0,
+                        "delta": {"content": s.content},
+                        "logprobs": null,
+                        "finish_reason": null,
+                    })));
+                }
+            }
+            Kind::Completion => {
+                if !s.content.is_empty() {
+                    out.push(self.chunk(json!({
+                        "index": 0,
+                        "text": s.content,
+                        "logprobs": null,
+                        "finish_reason": null,
+                    })));
+                }
+            }
+        }
+    }
+
+    fn final_chunks(&self, reason: &str, out: &mut Vec<SseEvent>) {
+        out.push(self.chunk(match self.kind {
+            Kind::Chat => json!({
+                "index": 0, "delta": {}, "logprobs": null, "finish_reason": reason,
+            }),
+            Kind::Completion => json!({
+                "index": 0, "text": "", "logprobs": null, "finish_reason": reason,
+            }),
+        }));
+        if self.settings.include_usage {
+            let c = json!({
+                "id": self.id,
+                "object": self.object(true),
+                "created": self.created,
+                "model": self.st.model_id,
+                "choices": [],
+                "usage": self.usage(),
+            });
+            out.push(SseEvent::default().data(c.to_string()));
+        }
+        out.push(SseEvent::default().data("[DONE]"));
+    }
+
+    /// The SSE events that the next engine event produces (possibly none); `None` at the end.
+    async fn next_events(&mut self) -> Option<Vec<SseEvent>> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        if self.kind == Kind::Chat && !self.sent_role {
+            self.sent_role = true;
+            out.push(self.chunk(json!({
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": null,
+                "finish_reason": null,
+            })));
+            return Some(out);
+        }
+        match self.next().await {
+            Step::Text(s) => self.delta_chunks(s, &mut out),
+            Step::End(s, reason) => {
+                self.delta_chunks(s, &mut out);
+                self.final_chunks(reason, &mut out);
+                self.done = true;
+            }
+            Step::Failed(e) => {
+                out.push(SseEvent::default().data(e.body().to_string()));
+                out.push(SseEvent::default().data("[DONE]"));
+                self.done = true;
+            }
+        }
+        Some(out)
+    }
+}
+
+fn stream_response(resp: Responder) -> Response {
+    let events = futures_util::stream::unfold(resp, |mut r| async move {
+        let evs = r.next_events().await?;
+        Some((evs, r))
+    })
+    .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok::<_, Infallible>)));
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CACHE_CONTROL, "no-cache".parse().expect("static"));
+    (headers, Sse::new(events)).into_response()
+}

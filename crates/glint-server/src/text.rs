@@ -1,0 +1,300 @@
+//! From sampled tokens to the text a response carries, incrementally: UTF-8 assembly (a
+//! character split across tokens is held back), stop strings (a partial match at the end is
+//! held back until it is decided) and the GLM reasoning split (`<think>…</think>` becomes
+//! `reasoning_content`, a tag split across tokens is held back too).
+//!
+//! Each stage is fed pieces and returns what is certain; `finish` flushes what was held. So
+//! the concatenation of what streaming returns equals what one call over the whole text would
+//! return — streamed and non-streamed responses agree by construction.
+
+/// Bytes to text, holding back an incomplete trailing character (invalid bytes become U+FFFD,
+/// as in `glint_engine::tokenizer::StreamDecoder`).
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        self.drain(false)
+    }
+
+    pub fn finish(&mut self) -> String {
+        self.drain(true)
+    }
+
+    fn drain(&mut self, at_end: bool) -> String {
+        let mut out = String::new();
+        let mut start = 0;
+        loop {
+            match std::str::from_utf8(&self.pending[start..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    start = self.pending.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(&String::from_utf8_lossy(
+                        &self.pending[start..start + valid],
+                    ));
+                    start += valid;
+                    match e.error_len() {
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            start += bad;
+                        }
+                        None => {
+                            if at_end {
+                                out.push(char::REPLACEMENT_CHARACTER);
+                                start = self.pending.len();
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.drain(..start);
+        out
+    }
+}
+
+/// Length of the longest suffix of `text` that is a proper prefix of one of `pats` (text that
+/// may still become a match and must be held back).
+fn partial_suffix<'p>(text: &str, pats: impl IntoIterator<Item = &'p str>) -> usize {
+    let mut best = 0;
+    for p in pats {
+        for k in (best + 1..p.len().min(text.len() + 1)).rev() {
+            if p.is_char_boundary(k) && text.ends_with(&p[..k]) {
+                best = k;
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Stops generation as soon as any stop string is complete; the stop string and what follows
+/// are not part of the output (OpenAI semantics).
+#[derive(Debug, Default)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+    held: String,
+    stopped: bool,
+}
+
+impl StopMatcher {
+    pub fn new(stops: Vec<String>) -> Self {
+        Self {
+            stops,
+            held: String::new(),
+            stopped: false,
+        }
+    }
+
+    /// Adds text; returns the part that is certainly output, and whether a stop string
+    /// matched (then nothing more is output).
+    pub fn push(&mut self, text: &str) -> (String, bool) {
+        if self.stopped {
+            return (String::new(), true);
+        }
+        if self.stops.is_empty() {
+            return (text.to_string(), false);
+        }
+        self.held.push_str(text);
+        // The stop string that is complete first wins (as when text arrives a character at a
+        // time); of two ending at the same place, the longer.
+        let first = self
+            .stops
+            .iter()
+            .filter_map(|s| self.held.find(s.as_str()).map(|i| (i + s.len(), i)))
+            .min();
+        if let Some((_, at)) = first {
+            self.stopped = true;
+            let out = self.held[..at].to_string();
+            self.held.clear();
+            return (out, true);
+        }
+        let keep = partial_suffix(&self.held, self.stops.iter().map(String::as_str));
+        let cut = self.held.len() - keep;
+        let out = self.held[..cut].to_string();
+        self.held.drain(..cut);
+        (out, false)
+    }
+
+    /// What was held back when generation ended without a match.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.held)
+    }
+}
+
+/// Text split into the reasoning and the answer.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Split {
+    pub reasoning: String,
+    pub content: String,
+}
+
+impl Split {
+    pub fn is_empty(&self) -> bool {
+        self.reasoning.is_empty() && self.content.is_empty()
+    }
+
+    pub fn append(&mut self, other: Split) {
+        self.reasoning.push_str(&other.reasoning);
+        self.content.push_str(&other.content);
+    }
+}
+
+pub const THINK_OPEN: &str = "<think>";
+pub const THINK_CLOSE: &str = "</think>";
+
+/// GLM's reasoning parser: text between `<think>` and `</think>` is reasoning, the rest is
+/// content; the tags themselves are dropped. GLM's template ends a thinking prompt with
+/// `<|assistant|><think>`, so generation may start inside the reasoning block
+/// ([`ReasoningSplitter::new`]`(true)`); `enable_thinking = false` ends it with `</think>`.
+#[derive(Debug)]
+pub struct ReasoningSplitter {
+    in_reasoning: bool,
+    held: String,
+}
+
+impl ReasoningSplitter {
+    pub fn new(starts_in_reasoning: bool) -> Self {
+        Self {
+            in_reasoning: starts_in_reasoning,
+            held: String::new(),
+        }
+    }
+
+    /// Whether a rendered prompt leaves the model inside a reasoning block: its last tag
+    /// (ignoring trailing whitespace) is an open `<think>`.
+    pub fn prompt_opens_reasoning(prompt: &str) -> bool {
+        let open = prompt.rfind(THINK_OPEN);
+        let close = prompt.rfind(THINK_CLOSE);
+        match (open, close) {
+            (Some(o), Some(c)) => o > c,
+            (Some(_), None) => true,
+            _ => false,
+        }
+    }
+
+    pub fn push(&mut self, text: &str) -> Split {
+        self.held.push_str(text);
+        let mut out = Split::default();
+        loop {
+            let open = self.held.find(THINK_OPEN).map(|i| (i, THINK_OPEN, true));
+            let close = self.held.find(THINK_CLOSE).map(|i| (i, THINK_CLOSE, false));
+            let tag = match (open, close) {
+                (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+                (a, b) => a.or(b),
+            };
+            match tag {
+                Some((at, tag, opens)) => {
+                    let before: String = self.held[..at].to_string();
+                    self.emit(&mut out, &before);
+                    self.held.drain(..at + tag.len());
+                    self.in_reasoning = opens;
+                }
+                None => {
+                    let keep = partial_suffix(&self.held, [THINK_OPEN, THINK_CLOSE]);
+                    let cut = self.held.len() - keep;
+                    let ready: String = self.held[..cut].to_string();
+                    self.emit(&mut out, &ready);
+                    self.held.drain(..cut);
+                    return out;
+                }
+            }
+        }
+    }
+
+    pub fn finish(&mut self) -> Split {
+        let rest = std::mem::take(&mut self.held);
+        let mut out = Split::default();
+        self.emit(&mut out, &rest);
+        out
+    }
+
+    fn emit(&self, out: &mut Split, text: &str) {
+        if self.in_reasoning {
+            out.reasoning.push_str(text);
+        } else {
+            out.content.push_str(text);
+        }
+    }
+}
+
+/// The whole per-request text pipeline: token bytes → UTF-8 → stop strings → reasoning split
+/// (chat) or plain text (completions, which put everything in `content`).
+#[derive(Debug)]
+pub struct TextPipeline {
+    utf8: Utf8Stream,
+    stop: StopMatcher,
+    reasoning: Option<ReasoningSplitter>,
+    stopped: bool,
+}
+
+impl TextPipeline {
+    pub fn new(stops: Vec<String>, reasoning: Option<ReasoningSplitter>) -> Self {
+        Self {
+            utf8: Utf8Stream::default(),
+            stop: StopMatcher::new(stops),
+            reasoning,
+            stopped: false,
+        }
+    }
+
+    /// Feeds one token's bytes; returns the certain output and whether a stop string matched.
+    pub fn push(&mut self, bytes: &[u8]) -> (Split, bool) {
+        if self.stopped {
+            return (Split::default(), true);
+        }
+        let text = self.utf8.push(bytes);
+        let (text, stopped) = self.stop.push(&text);
+        self.stopped = stopped;
+        let mut out = self.split(&text);
+        if stopped {
+            out.append(self.flush_split());
+        }
+        (out, stopped)
+    }
+
+    /// Flushes everything held back (generation ended without a stop string).
+    pub fn finish(&mut self) -> Split {
+        if self.stopped {
+            return Split::default();
+        }
+        let text = self.utf8.finish();
+        let (mut text, stopped) = self.stop.push(&text);
+        self.stopped = true;
+        if !stopped {
+            text.push_str(&self.stop.finish());
+        }
+        let mut out = self.split(&text);
+        out.append(self.flush_split());
+        out
+    }
+
+    fn split(&mut self, text: &str) -> Split {
+        match &mut self.reasoning {
+            Some(r) => r.push(text),
+            None => Split {
+                reasoning: String::new(),
+                content: text.to_string(),
+            },
+        }
+    }
+
+    fn flush_split(&mut self) -> Split {
+        match &mut self.reasoning {
+            Some(r) => r.finish(),
+            None => Split::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "text_tests.rs"]
+mod tests;
