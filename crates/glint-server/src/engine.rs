@@ -14,7 +14,7 @@ use std::sync::Arc;
 use glint_engine::sampler::SamplerConfig;
 use glint_engine::scheduler::{Event, Finish, Request, Scheduler, SchedulerConfig};
 use glint_gguf::Gguf;
-use glm5_model::{CpuBackend, Model};
+use glm5_model::{Backend, CpuBackend, Model};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
@@ -98,6 +98,27 @@ pub fn start(
     gguf: Arc<Gguf>,
     cfg: SchedulerConfig,
     queue: usize,
+    device: crate::Device,
+) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
+    match device {
+        crate::Device::Cpu => start_on(gguf, cfg, queue, || Ok(CpuBackend::new())),
+        #[cfg(feature = "cuda")]
+        crate::Device::Cuda(n) => start_on(gguf, cfg, queue, move || {
+            glint_cuda::CudaBackend::new(n).map_err(|e| e.to_string())
+        }),
+        #[cfg(not(feature = "cuda"))]
+        crate::Device::Cuda(n) => Err(EngineError::Load(format!(
+            "--device cuda:{n}: this glint was built without CUDA support (rebuild with --features cuda)"
+        ))),
+    }
+}
+
+/// [`start`] on the backend `make` opens, on the engine thread (a GPU context lives there).
+fn start_on<B: Backend + 'static>(
+    gguf: Arc<Gguf>,
+    cfg: SchedulerConfig,
+    queue: usize,
+    make: impl FnOnce() -> Result<B, String> + Send + 'static,
 ) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
     let (tx, rx) = mpsc::channel::<Submit>(queue.max(1));
     let stats = Arc::new(EngineStats::default());
@@ -106,7 +127,14 @@ pub fn start(
     let join = std::thread::Builder::new()
         .name("glint-engine".into())
         .spawn(move || {
-            let model = match Model::load(&gguf, CpuBackend::new()) {
+            let backend = match make() {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("opening the device: {e}")));
+                    return;
+                }
+            };
+            let model = match Model::load(&gguf, backend) {
                 Ok(m) => m,
                 Err(e) => {
                     let _ = ready_tx.send(Err(format!("loading the model: {e}")));
@@ -159,7 +187,7 @@ impl Drop for AliveGuard {
     }
 }
 
-fn publish(s: &Scheduler<'_, '_, CpuBackend>, stats: &EngineStats) {
+fn publish<B: Backend>(s: &Scheduler<'_, '_, B>, stats: &EngineStats) {
     stats.running.store(s.running(), Ordering::Relaxed);
     stats.waiting.store(s.waiting(), Ordering::Relaxed);
     stats.free_blocks.store(s.free_blocks(), Ordering::Relaxed);
@@ -170,8 +198,8 @@ fn publish(s: &Scheduler<'_, '_, CpuBackend>, stats: &EngineStats) {
 
 /// The loop: take work (blocking only when idle), drop requests nobody reads any more, step,
 /// route events. Ends when every handle is gone and no work is left.
-fn run(
-    mut sched: Scheduler<'_, '_, CpuBackend>,
+fn run<B: Backend>(
+    mut sched: Scheduler<'_, '_, B>,
     mut rx: mpsc::Receiver<Submit>,
     stats: &EngineStats,
     lookahead: usize,
@@ -249,8 +277,8 @@ fn run(
     publish(&sched, stats);
 }
 
-fn accept(
-    sched: &mut Scheduler<'_, '_, CpuBackend>,
+fn accept<B: Backend>(
+    sched: &mut Scheduler<'_, '_, B>,
     live: &mut HashMap<u64, mpsc::Sender<Out>>,
     m: Submit,
     stats: &EngineStats,

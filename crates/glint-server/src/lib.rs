@@ -62,6 +62,16 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Largest request body in bytes; a larger one is a 413.
     pub max_body_bytes: usize,
+    /// Where the model runs.
+    pub device: Device,
+}
+
+/// A device for the engine: the CPU, or CUDA GPU N (needs the `cuda` feature).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    #[default]
+    Cpu,
+    Cuda(usize),
 }
 
 impl ServerConfig {
@@ -222,10 +232,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "glm-5".into())
     });
-    let (sched, queue) = (cfg.scheduler, cfg.queue);
+    let (sched, queue, device) = (cfg.scheduler, cfg.queue, cfg.device);
     let g = gguf.clone();
     let (engine, engine_thread) =
-        tokio::task::spawn_blocking(move || engine::start(g, sched, queue))
+        tokio::task::spawn_blocking(move || engine::start(g, sched, queue, device))
             .await
             .map_err(|e| ServerError::Template(format!("engine start panicked: {e}")))??;
     let state = Arc::new(AppState {

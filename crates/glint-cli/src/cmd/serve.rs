@@ -115,6 +115,10 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         },
         queue: args.queue,
         max_body_bytes: args.max_body_bytes,
+        device: match args.session.device {
+            super::session::Device::Cpu => glint_server::Device::Cpu,
+            super::session::Device::Cuda(n) => glint_server::Device::Cuda(n),
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -35,6 +35,7 @@ pub fn config() -> ServerConfig {
         },
         queue: 64,
         max_body_bytes: 64 << 10,
+        device: Default::default(),
     }
 }
 
