@@ -23,7 +23,7 @@ for t in device-bin/tests/*; do
   start=$(date +%s.%N)
   "$t" "${filter[@]}" > "$out/$name.log" 2>&1
   rc=$?
-  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   line=$(grep -E "^test result" "$out/$name.log" | tail -1)
   printf '%-44s rc=%d %6.1fs  %s\n' "$name" "$rc" "$secs" "$line" >> "$summary"
   [ $rc -eq 0 ] || status=1
