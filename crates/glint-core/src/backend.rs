@@ -82,6 +82,13 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Streaming bandwidth of the backend's own memory in GB/s (bytes read + written per
+    /// second by a large device copy), measured now; `None` for host memory, which the caller
+    /// probes itself. A roofline is weight bytes per token over this.
+    fn bandwidth_probe(&self) -> Option<Result<f64>> {
+        None
+    }
+
     // ---- memory ----------------------------------------------------------------------------
     /// A zero-filled buffer of `len` floats.
     fn alloc(&self, len: usize) -> Result<Self::Buf>;

@@ -149,6 +149,25 @@ impl CudaBackend {
         self.stream.synchronize().map_err(dev("synchronize"))
     }
 
+    /// Device-to-device copy bandwidth in GB/s over 1 GiB (read + write bytes), best of five:
+    /// what a memory-bound kernel can at most stream.
+    pub fn copy_bandwidth(&self) -> Result<f64> {
+        let n = 1usize << 30;
+        let src = self.zeros::<u8>("bandwidth probe", n)?;
+        let mut dst = self.zeros::<u8>("bandwidth probe", n)?;
+        let op = "bandwidth probe";
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(dev(op))?;
+        self.synchronize()?;
+        let mut best = 0f64;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(dev(op))?;
+            self.synchronize()?;
+            best = best.max(2.0 * n as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        Ok(best)
+    }
+
     /// The kernel `name` of `fam`, looked up once.
     pub(crate) fn func(&self, fam: Family, name: &'static str) -> Result<CudaFunction> {
         let mut funcs = self.funcs.lock().unwrap_or_else(|p| p.into_inner());
@@ -202,6 +221,10 @@ impl Backend for CudaBackend {
         cudarc::driver::result::mem_get_info()
             .ok()
             .map(|(free, total)| (free as u64, total as u64))
+    }
+
+    fn bandwidth_probe(&self) -> Option<Result<f64>> {
+        Some(self.copy_bandwidth())
     }
 
     fn supports_weight_type(&self, ty: GgmlType) -> bool {

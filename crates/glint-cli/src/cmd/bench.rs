@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use glint_gguf::Gguf;
 use glm5_model::{
-    BatchPlan, CpuBackend, KvPool, Logits, Model, ModelError, SeqCache, StepLimits, StepState,
+    Backend, BatchPlan, KvPool, Logits, Model, ModelError, SeqCache, StepLimits, StepState,
 };
+
+use super::session::{with_backend, Device};
 use rayon::prelude::*;
 
 #[derive(clap::Args, Debug)]
@@ -39,6 +41,9 @@ pub struct Args {
     /// Tokens per prefill step.
     #[arg(long, default_value_t = 512)]
     pub ubatch: usize,
+    /// `cpu`, or `cuda` / `cuda:N` (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu", value_parser = super::session::parse_device)]
+    pub device: Device,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +86,18 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         return Err(BenchError::Batch(b).into());
     }
     let gguf = Gguf::open(&args.model)?;
-    let model = Model::load(&gguf, CpuBackend::new())?;
+    with_backend!(args.device, be => {
+        let model = Model::load(&gguf, be)?;
+        bench(&model, &gguf, args, json)
+    })
+}
+
+fn bench<B: Backend>(
+    model: &Model<'_, B>,
+    gguf: &Gguf,
+    args: &Args,
+    json: bool,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let max = model.config().context_length;
     for &d in &args.depth {
         let n = args.n_prompt.max(args.n_gen);
@@ -89,12 +105,20 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             return Err(BenchError::Context { depth: d, n, max }.into());
         }
     }
-    let probe = bandwidth_probe();
-    tracing::info!(gb_s = probe, "memory bandwidth probe");
+    // The memory the weights live in: the device's own where it has one.
+    let probe = match model.backend().bandwidth_probe() {
+        Some(p) => p?,
+        None => bandwidth_probe(),
+    };
+    tracing::info!(
+        gb_s = probe,
+        backend = model.backend().name(),
+        "memory bandwidth probe"
+    );
     let mut rows = Vec::new();
     for &depth in &args.depth {
         if args.n_prompt > 0 {
-            let t = repeat(args.reps, || pp(&model, args, depth))?;
+            let t = repeat(args.reps, || pp(model, args, depth))?;
             rows.push(row(
                 format!("pp{}", args.n_prompt),
                 depth,
@@ -106,8 +130,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         }
         if args.n_gen > 0 {
             for &b in &args.batch {
-                let t = repeat(args.reps, || tg(&model, args, depth, b))?;
-                let bytes = decode_bytes_per_token(&gguf, model.config(), b);
+                let t = repeat(args.reps, || tg(model, args, depth, b))?;
+                let bytes = decode_bytes_per_token(gguf, model.config(), b);
                 rows.push(row(
                     format!("tg{}", args.n_gen),
                     depth,
@@ -122,7 +146,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print_md(args, &gguf, &rows);
+        print_md(args, gguf, model.backend().name(), &rows);
     }
     Ok(())
 }
@@ -160,19 +184,19 @@ fn row(
 }
 
 /// A pool, step buffers and one reserved sequence per `n_seqs`, for one test.
-struct Setup {
-    pool: KvPool<CpuBackend>,
-    st: StepState<CpuBackend>,
+struct Setup<B: Backend> {
+    pool: KvPool<B>,
+    st: StepState<B>,
     seqs: Vec<SeqCache>,
 }
 
 /// A fresh [`Setup`] for `n_seqs` sequences of up to `ctx` tokens.
-fn setup(
-    model: &Model<'_, CpuBackend>,
+fn setup<B: Backend>(
+    model: &Model<'_, B>,
     n_seqs: usize,
     ctx: usize,
     max_tokens: usize,
-) -> Result<Setup, ModelError> {
+) -> Result<Setup<B>, ModelError> {
     let bs = 64;
     let per = ctx.div_ceil(bs).max(1);
     let limits = StepLimits {
@@ -200,9 +224,9 @@ fn tokens(nv: usize, s: usize, from: usize, n: usize) -> Vec<u32> {
 
 /// Processes `n` tokens of every sequence in `seqs` from their current length, in steps of at
 /// most `ubatch` tokens; logits only for the last token of each.
-fn fill(
-    model: &Model<'_, CpuBackend>,
-    e: &mut Setup,
+fn fill<B: Backend>(
+    model: &Model<'_, B>,
+    e: &mut Setup<B>,
     n: usize,
     ubatch: usize,
 ) -> Result<(), ModelError> {
@@ -229,7 +253,7 @@ fn fill(
 }
 
 /// Prompt tokens per second for `n_prompt` tokens after `depth` tokens of context.
-fn pp(model: &Model<'_, CpuBackend>, a: &Args, depth: usize) -> Result<f64, ModelError> {
+fn pp<B: Backend>(model: &Model<'_, B>, a: &Args, depth: usize) -> Result<f64, ModelError> {
     let ub = a.ubatch.min(a.n_prompt.max(1)).max(1);
     let mut e = setup(model, 1, depth + a.n_prompt, ub)?;
     fill(model, &mut e, depth, ub)?;
@@ -240,7 +264,12 @@ fn pp(model: &Model<'_, CpuBackend>, a: &Args, depth: usize) -> Result<f64, Mode
 
 /// Generated tokens per second (all sequences together) for `n_gen` steps of `b` sequences,
 /// each after `depth` tokens of context.
-fn tg(model: &Model<'_, CpuBackend>, a: &Args, depth: usize, b: usize) -> Result<f64, ModelError> {
+fn tg<B: Backend>(
+    model: &Model<'_, B>,
+    a: &Args,
+    depth: usize,
+    b: usize,
+) -> Result<f64, ModelError> {
     let ub = a.ubatch.max(b);
     let mut e = setup(model, b, depth + a.n_gen + 2, ub)?;
     fill(model, &mut e, depth.max(1), a.ubatch)?;
@@ -315,10 +344,10 @@ fn bandwidth_probe() -> f64 {
     best
 }
 
-fn print_md(a: &Args, gguf: &Gguf, rows: &[Row]) {
+fn print_md(a: &Args, gguf: &Gguf, backend: &str, rows: &[Row]) {
     let size: u64 = gguf.tensors().iter().map(|t| t.n_bytes).sum();
     println!(
-        "model {} ({:.2} GiB), cpu backend, {} threads, memory probe {:.1} GB/s",
+        "model {} ({:.2} GiB), {backend} backend, {} host threads, memory probe {:.1} GB/s",
         a.model.display(),
         size as f64 / (1u64 << 30) as f64,
         rayon::current_num_threads(),

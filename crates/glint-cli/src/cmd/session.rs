@@ -25,7 +25,7 @@ pub enum Device {
     Cuda(usize),
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
     let s = s.trim();
     if s.eq_ignore_ascii_case("cpu") {
         return Ok(Device::Cpu);
