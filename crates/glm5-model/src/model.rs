@@ -167,6 +167,20 @@ impl<'a, B: Backend> Model<'a, B> {
         let index_dims: Vec<Option<usize>> = (0..self.cfg.n_layer)
             .map(|_| self.cfg.indexer.as_ref().map(|ix| ix.head_dim))
             .collect();
+        let per_token: usize = index_dims
+            .iter()
+            .map(|ix| {
+                types.latent.row_bytes(self.dims.row()) + ix.map_or(0, |d| types.index.row_bytes(d))
+            })
+            .sum();
+        tracing::info!(
+            backend = self.be.name(),
+            tokens = n_blocks.saturating_mul(block_size),
+            latent = %types.latent,
+            index = %types.index,
+            gib = (per_token as f64) * (n_blocks * block_size) as f64 / (1u64 << 30) as f64,
+            "KV cache pool"
+        );
         Ok(KvPool::new(
             &self.be,
             n_blocks,

@@ -34,6 +34,9 @@ pub struct ModelWeights<'a, B: Backend + 'a> {
 struct Binder<'a, 'b, B: Backend> {
     gguf: &'a Gguf,
     be: &'b B,
+    /// (bytes bound so far, bytes of the file's tensors, last tenth logged): loading a large
+    /// model onto a GPU takes minutes, so it reports its progress.
+    progress: std::cell::Cell<(u64, u64, u64)>,
 }
 
 impl<'a, B: Backend> Binder<'a, '_, B> {
@@ -71,9 +74,23 @@ impl<'a, B: Backend> Binder<'a, '_, B> {
 
     fn weight(&self, name: &str, dims: &[usize]) -> Result<B::Weight<'a>> {
         let (ty, bytes) = self.raw(name, dims)?;
-        Ok(self
+        let w = self
             .be
-            .upload_weight(name, ty, dims, Cow::Borrowed(bytes))?)
+            .upload_weight(name, ty, dims, Cow::Borrowed(bytes))?;
+        let (done, total, tenth) = self.progress.get();
+        let done = done + bytes.len() as u64;
+        let now = (done * 10).checked_div(total).unwrap_or(10);
+        // Only a copy to a device takes long enough to report; the CPU binds the mmap.
+        if now > tenth && self.be.device_memory().is_some() {
+            tracing::info!(
+                backend = self.be.name(),
+                percent = now * 10,
+                gib = done as f64 / (1u64 << 30) as f64,
+                "uploading weights"
+            );
+        }
+        self.progress.set((done, total, now.max(tenth)));
+        Ok(w)
     }
 
     /// A tensor decoded to f32 on the host (norm weights, biases, legacy fused tensors).
@@ -197,7 +214,12 @@ fn attention<'a, B: Backend>(
 
 impl<'a, B: Backend> ModelWeights<'a, B> {
     pub fn bind(gguf: &'a Gguf, be: &B, c: &Config) -> Result<Self> {
-        let b = Binder { gguf, be };
+        let total = gguf.tensors().iter().map(|t| t.n_bytes).sum();
+        let b = Binder {
+            gguf,
+            be,
+            progress: std::cell::Cell::new((0, total, 0)),
+        };
         let token_embd = b.weight("token_embd.weight", &[c.d_model, c.n_vocab])?;
         let output = if b.has("output.weight") {
             b.weight("output.weight", &[c.d_model, c.n_vocab])?

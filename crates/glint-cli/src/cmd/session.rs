@@ -45,7 +45,7 @@ pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
 /// `--device cuda` in a glint built without the `cuda` feature.
 #[cfg_attr(feature = "cuda", allow(dead_code))]
 #[derive(Debug, thiserror::Error)]
-#[error("--device cuda:{0}: this glint was built without CUDA support (rebuild with `cargo build --release --features cuda`)")]
+#[error("--device cuda:{0}: this glint was built without CUDA support (rebuild with `cargo build --release -p glint-cli --features cuda`)")]
 pub struct NoCuda(pub usize);
 
 /// Runs `$body` with `$be` bound to the backend `$device` names; `$body` instantiates the
