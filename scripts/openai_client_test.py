@@ -90,6 +90,30 @@ def sampling_with_a_seed_repeats():
 
 
 @test
+def logprobs_parse_and_greedy_picks_the_top_1():
+    import math
+    r = chat(logprobs=True, top_logprobs=3, max_tokens=8, extra_body={"ignore_eos": True})
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens, (len(content), r.usage)
+    for e in content:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 3, e
+        assert e.token == e.top_logprobs[0].token and e.logprob == e.top_logprobs[0].logprob, e
+        assert sum(math.exp(t.logprob) for t in e.top_logprobs) <= 1 + 1e-6
+    streamed = []
+    for chunk in chat(logprobs=True, top_logprobs=3, max_tokens=8, stream=True,
+                      extra_body={"ignore_eos": True}):
+        for c in chunk.choices:
+            if c.logprobs is not None and c.logprobs.content:
+                streamed.extend(c.logprobs.content)
+    assert streamed == content, (streamed, content)
+    c = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=6,
+                                  temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+    lp = c.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 6, lp
+    assert all(x <= 0 for x in lp.token_logprobs)
+
+
+@test
 def bad_requests_raise_the_right_errors():
     cases = [
         (dict(n=2), openai.BadRequestError, "n"),

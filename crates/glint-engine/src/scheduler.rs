@@ -178,6 +178,16 @@ impl<'m, 'a, B: Backend> Scheduler<'m, 'a, B> {
 
     /// Admits what fits, runs one step, samples, and reports tokens and finished requests.
     pub fn step(&mut self) -> Result<Vec<Event>, SchedulerError> {
+        self.step_observed(|_, _, _| {})
+    }
+
+    /// [`Self::step`], calling `observe(id, logits, token)` for every token sampled this step
+    /// (stop tokens included) with the model's raw logits row it was sampled from — before
+    /// penalties and temperature (the server's logprobs).
+    pub fn step_observed(
+        &mut self,
+        mut observe: impl FnMut(u64, &[f32], u32),
+    ) -> Result<Vec<Event>, SchedulerError> {
         self.admit();
         let mut events = Vec::new();
         if self.running.is_empty() {
@@ -235,7 +245,9 @@ impl<'m, 'a, B: Backend> Scheduler<'m, 'a, B> {
         let mut done = Vec::new();
         for (row, &i) in rows.iter().enumerate() {
             let r = &mut self.running[i];
-            let token = r.sampler.sample(&out[row * nv..(row + 1) * nv])?;
+            let row = &out[row * nv..(row + 1) * nv];
+            let token = r.sampler.sample(row)?;
+            observe(r.req.id, row, token);
             if r.req.stop_tokens.contains(&token) {
                 events.push(Event::Finished {
                     id: r.req.id,

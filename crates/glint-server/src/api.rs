@@ -15,6 +15,9 @@ use crate::error::ApiError;
 /// Most stop strings per request, and bytes per stop string.
 pub const MAX_STOPS: usize = 16;
 pub const MAX_STOP_BYTES: usize = 1024;
+/// Most alternatives per token in logprobs (`top_logprobs`, completions' `logprobs`), as
+/// vLLM's default `max_logprobs` and OpenAI's chat limit.
+pub const MAX_TOP_LOGPROBS: u64 = 20;
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -170,7 +173,7 @@ fn finite_in(name: &str, v: f64, lo: f64, hi: f64) -> Result<f64, ApiError> {
 }
 
 /// A seed for requests that give none: different per request, as OpenAI's are.
-fn fresh_seed() -> u64 {
+pub(crate) fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -300,14 +303,7 @@ pub const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"]
 impl ChatRequest {
     /// Checks what only chat has; returns the template context's `messages`.
     pub fn template_messages(&self) -> Result<Vec<Value>, ApiError> {
-        if let Some(lp) = self.logprobs {
-            if lp {
-                return Err(ApiError::unsupported("logprobs", "logprobs"));
-            }
-        }
-        if self.top_logprobs.is_some_and(|n| n > 0) {
-            return Err(ApiError::unsupported("top_logprobs", "top_logprobs"));
-        }
+        self.logprobs()?;
         if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
             return Err(ApiError::unsupported("tools", "tool calling"));
         }
@@ -397,6 +393,26 @@ impl ChatRequest {
         Ok(out)
     }
 
+    /// `logprobs: true` asks for each token's logprob, `top_logprobs` (0 to 20, only with
+    /// `logprobs: true`, as OpenAI's API) for alternatives: `Some(top)`, or `None` for off.
+    pub fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        if let Some(n) = self.top_logprobs {
+            if n > MAX_TOP_LOGPROBS {
+                return Err(ApiError::field(
+                    "top_logprobs",
+                    format!("{n} is out of range: must be between 0 and {MAX_TOP_LOGPROBS}"),
+                ));
+            }
+            if self.logprobs != Some(true) {
+                return Err(ApiError::field(
+                    "top_logprobs",
+                    "only allowed when logprobs is true",
+                ));
+            }
+        }
+        Ok((self.logprobs == Some(true)).then(|| self.top_logprobs.unwrap_or(0) as usize))
+    }
+
     /// `max_completion_tokens` (the current name) wins over `max_tokens` (the old one).
     pub fn max_tokens(&self) -> Option<u64> {
         self.max_completion_tokens.or(self.max_tokens)
@@ -404,6 +420,17 @@ impl ChatRequest {
 }
 
 impl CompletionRequest {
+    /// `logprobs: N` (0 to 20): each token's logprob and its N most likely alternatives.
+    pub fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        match self.logprobs {
+            Some(n) if n > MAX_TOP_LOGPROBS => Err(ApiError::field(
+                "logprobs",
+                format!("{n} is out of range: must be between 0 and {MAX_TOP_LOGPROBS}"),
+            )),
+            n => Ok(n.map(|n| n as usize)),
+        }
+    }
+
     /// The one prompt, as text or as token ids (checked against the vocabulary).
     pub fn prompt(&self, n_vocab: usize) -> Result<PromptInput, ApiError> {
         if self.echo == Some(true) {
@@ -412,9 +439,7 @@ impl CompletionRequest {
         if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::unsupported("suffix", "suffix"));
         }
-        if self.logprobs.is_some_and(|n| n > 0) {
-            return Err(ApiError::unsupported("logprobs", "logprobs"));
-        }
+        self.logprobs()?;
         let ids = |v: &[i64]| -> Result<Vec<u32>, ApiError> {
             v.iter()
                 .enumerate()

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use glint_engine::sampler::SamplerConfig;
 use glint_engine::scheduler::{Event, Finish, Request, Scheduler, SchedulerConfig};
@@ -18,6 +19,7 @@ use glm5_model::{Backend, CpuBackend, Model};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
+use crate::metrics::{Histogram, TPOT_BUCKETS, TTFT_BUCKETS};
 
 /// What a handler asks the engine for.
 #[derive(Debug, Clone)]
@@ -26,14 +28,64 @@ pub struct GenRequest {
     pub max_new_tokens: usize,
     pub sampler: SamplerConfig,
     pub stop_tokens: Vec<u32>,
+    /// Report each generated token's log-probability and this many alternatives (`None`: no
+    /// logprobs, and no cost).
+    pub logprobs: Option<usize>,
+    /// When the HTTP handler read the request (time to first token starts here).
+    pub arrived: Instant,
 }
 
 /// What the engine reports for one request, in order: tokens, then one `Finished` or `Error`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Out {
-    Token(u32),
+    Token {
+        token: u32,
+        /// When the request asked for them.
+        logprobs: Option<TokenLogprobs>,
+    },
     Finished(Finish),
     Error(String),
+}
+
+/// A sampled token's log-probability under the model's distribution (log-softmax of the raw
+/// logits: before repetition penalty, temperature and truncation), and the `k` most likely
+/// tokens of that distribution, most likely first (ties: the lower id first, as greedy picks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    pub logprob: f32,
+    pub top: Vec<(u32, f32)>,
+}
+
+/// [`TokenLogprobs`] of `token` in `logits`, with the `k` best (k may be 0).
+pub fn token_logprobs(logits: &[f32], token: u32, k: usize) -> TokenLogprobs {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse = max
+        + logits
+            .iter()
+            .map(|&x| (x as f64 - max).exp())
+            .sum::<f64>()
+            .ln();
+    let lp = |i: usize| (logits[i] as f64 - lse) as f32;
+    let better = |a: usize, b: usize| logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    // The k best by insertion into a short sorted list: k is at most 20, the row long.
+    let k = k.min(logits.len());
+    let mut best: Vec<usize> = Vec::with_capacity(k + 1);
+    if k > 0 {
+        for i in 0..logits.len() {
+            if best.len() == k && !better(i, best[k - 1]) {
+                continue;
+            }
+            let at = best.partition_point(|&b| better(b, i));
+            best.insert(at, i);
+            best.truncate(k);
+        }
+    }
+    TokenLogprobs {
+        logprob: logits
+            .get(token as usize)
+            .map_or(f32::NEG_INFINITY, |_| lp(token as usize)),
+        top: best.into_iter().map(|i| (i as u32, lp(i))).collect(),
+    }
 }
 
 struct Submit {
@@ -42,8 +94,8 @@ struct Submit {
     tx: mpsc::Sender<Out>,
 }
 
-/// Counters the engine publishes after each step (`/health`, tests).
-#[derive(Debug, Default)]
+/// Counters the engine publishes after each step (`/health`, `/metrics`, tests).
+#[derive(Debug)]
 pub struct EngineStats {
     pub alive: AtomicBool,
     pub running: AtomicUsize,
@@ -53,6 +105,27 @@ pub struct EngineStats {
     pub steps: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub generated_tokens: AtomicU64,
+    /// Seconds from a request's arrival to its first sampled token.
+    pub ttft: Histogram,
+    /// Seconds between consecutive sampled tokens of one request.
+    pub tpot: Histogram,
+}
+
+impl Default for EngineStats {
+    fn default() -> Self {
+        Self {
+            alive: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            free_blocks: AtomicUsize::new(0),
+            total_blocks: AtomicUsize::new(0),
+            steps: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            generated_tokens: AtomicU64::new(0),
+            ttft: Histogram::new(TTFT_BUCKETS),
+            tpot: Histogram::new(TPOT_BUCKETS),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +144,11 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// Requests sent but not yet taken by the engine thread.
+    pub fn queued(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
     /// Queues `req`; its events arrive on the returned receiver. Fails at once with 503 when
     /// the queue is full or the engine has stopped.
     pub fn submit(&self, req: GenRequest) -> Result<mpsc::Receiver<Out>, ApiError> {
@@ -204,7 +282,7 @@ fn run<B: Backend>(
     stats: &EngineStats,
     lookahead: usize,
 ) {
-    let mut live: HashMap<u64, mpsc::Sender<Out>> = HashMap::new();
+    let mut live: HashMap<u64, Live> = HashMap::new();
     let mut closed = false;
     loop {
         if sched.pending() == 0 {
@@ -227,7 +305,7 @@ fn run<B: Backend>(
         }
         let gone: Vec<u64> = live
             .iter()
-            .filter(|(_, tx)| tx.is_closed())
+            .filter(|(_, l)| l.tx.is_closed())
             .map(|(&id, _)| id)
             .collect();
         for id in gone {
@@ -242,22 +320,40 @@ fn run<B: Backend>(
             publish(&sched, stats);
             continue;
         }
-        match sched.step() {
+        // Logprobs of this step's tokens, for the requests that asked (computed while the
+        // logits row is at hand).
+        let mut lps: HashMap<u64, TokenLogprobs> = HashMap::new();
+        let stepped = sched.step_observed(|id, row, token| {
+            if let Some(k) = live.get(&id).and_then(|l| l.logprobs) {
+                lps.insert(id, token_logprobs(row, token, k));
+            }
+        });
+        match stepped {
             Ok(events) => {
                 stats.steps.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
                 for e in events {
                     match e {
                         Event::Token { id, token } => {
                             stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
-                            if let Some(tx) = live.get(&id) {
+                            if let Some(l) = live.get_mut(&id) {
+                                l.sampled(now, stats);
                                 // Capacity covers every token, so only a gone reader fails;
                                 // the next pass cancels it.
-                                let _ = tx.try_send(Out::Token(token));
+                                let _ = l.tx.try_send(Out::Token {
+                                    token,
+                                    logprobs: lps.remove(&id),
+                                });
                             }
                         }
                         Event::Finished { id, reason } => {
-                            if let Some(tx) = live.remove(&id) {
-                                let _ = tx.try_send(Out::Finished(reason));
+                            if let Some(mut l) = live.remove(&id) {
+                                if let Finish::Stop(_) = reason {
+                                    // The end-of-turn token was sampled too.
+                                    stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+                                    l.sampled(now, stats);
+                                }
+                                let _ = l.tx.try_send(Out::Finished(reason));
                             }
                         }
                     }
@@ -266,8 +362,9 @@ fn run<B: Backend>(
             Err(e) => {
                 // A failed step leaves no request in a known state: fail them all, free all.
                 tracing::error!(error = %e, "engine step failed");
-                for (id, tx) in live.drain() {
-                    let _ = tx.try_send(Out::Error(format!("engine step failed: {e}")));
+                for (id, l) in live.drain() {
+                    let _ =
+                        l.tx.try_send(Out::Error(format!("engine step failed: {e}")));
                     let _ = sched.cancel(id);
                 }
             }
@@ -277,9 +374,28 @@ fn run<B: Backend>(
     publish(&sched, stats);
 }
 
+/// A request the engine holds: where its events go, and its timing.
+struct Live {
+    tx: mpsc::Sender<Out>,
+    logprobs: Option<usize>,
+    arrived: Instant,
+    /// When its last token was sampled.
+    last: Option<Instant>,
+}
+
+impl Live {
+    fn sampled(&mut self, now: Instant, stats: &EngineStats) {
+        match self.last {
+            None => stats.ttft.observe((now - self.arrived).as_secs_f64()),
+            Some(t) => stats.tpot.observe((now - t).as_secs_f64()),
+        }
+        self.last = Some(now);
+    }
+}
+
 fn accept<B: Backend>(
     sched: &mut Scheduler<'_, '_, B>,
-    live: &mut HashMap<u64, mpsc::Sender<Out>>,
+    live: &mut HashMap<u64, Live>,
     m: Submit,
     stats: &EngineStats,
 ) {
@@ -287,6 +403,7 @@ fn accept<B: Backend>(
         return; // gone while queued
     }
     let n_prompt = m.req.prompt.len() as u64;
+    let (logprobs, arrived) = (m.req.logprobs, m.req.arrived);
     let req = Request {
         id: m.id,
         prompt: m.req.prompt,
@@ -297,7 +414,15 @@ fn accept<B: Backend>(
     match sched.submit(req) {
         Ok(()) => {
             stats.prompt_tokens.fetch_add(n_prompt, Ordering::Relaxed);
-            live.insert(m.id, m.tx);
+            live.insert(
+                m.id,
+                Live {
+                    tx: m.tx,
+                    logprobs,
+                    arrived,
+                    last: None,
+                },
+            );
         }
         Err(e) => {
             let _ = m.tx.try_send(Out::Error(e.to_string()));

@@ -7,14 +7,18 @@
 //!      └───── SSE chunks / one JSON body ◄── text pipeline ◄── per-request channel ◄──┘
 //! ```
 //!
+//! * [`anthropic`]: `/v1/messages` (Anthropic's Messages API) on the same pipeline;
 //! * [`api`]: request bodies and their validation (every field, errors naming it);
 //! * [`engine`]: the engine thread and the channels to it (cancel = drop the receiver);
 //! * [`text`]: UTF-8 assembly, stop strings and the `<think>` split, all streaming-safe;
-//! * [`error`]: OpenAI's JSON error shape.
+//! * [`error`]: OpenAI's JSON error shape;
+//! * [`metrics`]: `GET /metrics` in Prometheus' text format.
 
+pub mod anthropic;
 pub mod api;
 pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod text;
 
 use std::convert::Infallible;
@@ -22,7 +26,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -42,7 +46,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::api::{ChatRequest, Common, CompletionRequest, PromptInput, Settings};
-use crate::engine::{EngineHandle, EngineStats, GenRequest, Out};
+use crate::engine::{EngineHandle, EngineStats, GenRequest, Out, TokenLogprobs};
 use crate::error::ApiError;
 use crate::text::{ReasoningSplitter, Split, TextPipeline, THINK_CLOSE, THINK_OPEN};
 
@@ -115,6 +119,7 @@ pub struct AppState {
     /// What ends a chat turn: the GGUF's end-of-generation ids plus GLM's turn tokens.
     chat_stops: Vec<u32>,
     next_response: AtomicU64,
+    pub metrics: metrics::HttpMetrics,
 }
 
 fn now() -> u64 {
@@ -248,6 +253,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         think,
         chat_stops,
         next_response: AtomicU64::new(1),
+        metrics: Default::default(),
     });
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let listener = tokio::net::TcpListener::bind(&addr)
@@ -276,15 +282,27 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
     })
 }
 
+/// Every route, as `/metrics` labels them.
+const ROUTES: &[&str] = &[
+    "/health",
+    "/metrics",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1/messages",
+];
+
 /// The routes, with the API key check on /v1/*, the body limit and panic recovery.
 pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/messages", post(messages))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
         .merge(v1)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
@@ -299,22 +317,61 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
                 ApiError::internal("internal error while handling the request").into_response()
             },
         ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_response,
+        ))
         .with_state(state)
 }
 
 async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.api_key {
-        let ok = req
-            .headers()
+        let matches = |k: &str| constant_time_eq(k.trim().as_bytes(), key.as_bytes());
+        let h = req.headers();
+        // OpenAI clients send a bearer token, Anthropic clients `x-api-key`.
+        let ok = h
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|k| constant_time_eq(k.trim().as_bytes(), key.as_bytes()));
+            .is_some_and(matches)
+            || h.get("x-api-key")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(matches);
         if !ok {
+            if req.uri().path() == "/v1/messages" {
+                return anthropic::error_response(ApiError::unauthorized());
+            }
             return ApiError::unauthorized().into_response();
         }
     }
     next.run(req).await
+}
+
+/// Counts every response by route and status for `/metrics` (outermost, so 401s, 404s, 413s
+/// and panics are counted too).
+async fn count_response(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    // Routing has not run yet in an outer layer: name known paths, lump the rest together
+    // (so that scanners cannot grow the label set).
+    let path = req.uri().path();
+    let route = ROUTES
+        .iter()
+        .find(|r| **r == path)
+        .copied()
+        .unwrap_or("other");
+    let r = next.run(req).await;
+    st.metrics.responses.inc(&[route, r.status().as_str()]);
+    r
+}
+
+async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics::render(&st),
+    )
+        .into_response()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -360,6 +417,8 @@ async fn models(State(st): State<Arc<AppState>>) -> Response {
 enum Kind {
     Chat,
     Completion,
+    /// Anthropic's `/v1/messages`.
+    Messages,
 }
 
 /// A validated request, ready for the engine.
@@ -425,17 +484,17 @@ fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
     r.map_err(|e| ApiError::bad_request(format!("the prompt cannot be tokenized: {e}")))
 }
 
-fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
-    let v = api::parse_body(body)?;
-    let common: Common = api::view(&v)?;
-    let req: ChatRequest = api::view(&v)?;
-    let settings = common.settings(&st.model_id)?;
-    let messages = req.template_messages()?;
+/// Renders `messages` (and `kwargs`) with the GGUF's chat template and tokenizes the result.
+fn render_prompt(
+    st: &AppState,
+    messages: Vec<Value>,
+    kwargs: Option<&serde_json::Map<String, Value>>,
+) -> Result<(String, Vec<u32>), ApiError> {
     let tmpl = st.template.as_ref().ok_or_else(|| {
         ApiError::bad_request("this model has no chat template; use /v1/completions")
     })?;
     let mut ctx = json!({"add_generation_prompt": true});
-    if let Some(kw) = &req.chat_template_kwargs {
+    if let Some(kw) = kwargs {
         for (k, val) in kw {
             if k == "messages" || k == "add_generation_prompt" {
                 return Err(ApiError::field(
@@ -451,6 +510,16 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         .render_json(&ctx)
         .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
     let prompt = encode(st, &text, false)?;
+    Ok((text, prompt))
+}
+
+fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
+    let v = api::parse_body(body)?;
+    let common: Common = api::view(&v)?;
+    let req: ChatRequest = api::view(&v)?;
+    let settings = common.settings(&st.model_id)?;
+    let messages = req.template_messages()?;
+    let (text, prompt) = render_prompt(st, messages, req.chat_template_kwargs.as_ref())?;
     let field = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
     } else {
@@ -472,8 +541,36 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
             max_new_tokens,
             sampler: settings.sampler.clone(),
             stop_tokens,
+            logprobs: req.logprobs()?,
+            arrived: Instant::now(),
         },
         settings,
+        reasoning,
+    })
+}
+
+fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
+    let v = api::parse_body(body)?;
+    let req: anthropic::MessagesRequest = api::view(&v)?;
+    let plan = req.plan(&st.model_id)?;
+    let mut kw = serde_json::Map::new();
+    kw.insert("enable_thinking".into(), plan.enable_thinking.into());
+    let (text, prompt) = render_prompt(st, plan.messages, Some(&kw))?;
+    let max_new_tokens = budget(st, prompt.len(), plan.settings.max_tokens, "max_tokens")?;
+    let reasoning = st
+        .think
+        .map(|_| ReasoningSplitter::prompt_opens_reasoning(&text));
+    Ok(Prepared {
+        kind: Kind::Messages,
+        gen: GenRequest {
+            prompt,
+            max_new_tokens,
+            sampler: plan.settings.sampler.clone(),
+            stop_tokens: st.chat_stops.clone(),
+            logprobs: None,
+            arrived: Instant::now(),
+        },
+        settings: plan.settings,
         reasoning,
     })
 }
@@ -506,6 +603,8 @@ fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> 
             max_new_tokens,
             sampler: settings.sampler.clone(),
             stop_tokens,
+            logprobs: req.logprobs()?,
+            arrived: Instant::now(),
         },
         settings,
         reasoning: None,
@@ -516,45 +615,67 @@ async fn chat_completions(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(st, body, prepare_chat).await
+    handle(st, body, Kind::Chat, prepare_chat).await
 }
 
 async fn completions(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(st, body, prepare_completion).await
+    handle(st, body, Kind::Completion, prepare_completion).await
+}
+
+async fn messages(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(st, body, Kind::Messages, prepare_messages).await
+}
+
+/// An error in the shape of the API the request came through.
+fn error_response(kind: Kind, e: ApiError) -> Response {
+    match kind {
+        Kind::Messages => anthropic::error_response(e),
+        Kind::Chat | Kind::Completion => e.into_response(),
+    }
 }
 
 async fn handle(
     st: Arc<AppState>,
     body: Result<Bytes, BytesRejection>,
+    kind: Kind,
     prepare: fn(&AppState, &[u8]) -> Result<Prepared, ApiError>,
 ) -> Response {
     let body = match body_bytes(body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(e) => return error_response(kind, e),
     };
     // Parsing, templating and tokenizing are CPU work on the blocking pool; a panic there is
     // a 500 for this request only.
+    let arrived = Instant::now();
     let s = st.clone();
-    let prepared = match tokio::task::spawn_blocking(move || prepare(&s, &body)).await {
+    let mut prepared = match tokio::task::spawn_blocking(move || prepare(&s, &body)).await {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return e.into_response(),
+        Ok(Err(e)) => return error_response(kind, e),
         Err(_) => {
-            return ApiError::internal("internal error while reading the request").into_response()
+            return error_response(
+                kind,
+                ApiError::internal("internal error while reading the request"),
+            )
         }
     };
+    prepared.gen.arrived = arrived;
     let prompt_tokens = prepared.gen.prompt.len();
     let rx = match st.engine.submit(prepared.gen.clone()) {
         Ok(rx) => rx,
-        Err(e) => return e.into_response(),
+        Err(e) => return error_response(kind, e),
     };
     let n = st.next_response.fetch_add(1, Ordering::Relaxed);
     let resp = Responder {
         id: match prepared.kind {
             Kind::Chat => format!("chatcmpl-{n:016x}"),
             Kind::Completion => format!("cmpl-{n:016x}"),
+            Kind::Messages => format!("msg_{n:016x}"),
         },
         created: now(),
         pipe: TextPipeline::new(
@@ -570,6 +691,11 @@ async fn handle(
         st,
         sent_role: false,
         done: false,
+        counted: false,
+        logprobs: prepared.gen.logprobs.is_some(),
+        lp_pending: Vec::new(),
+        lp_offset: 0,
+        blocks: anthropic::Blocks::default(),
     };
     if resp.settings.stream {
         stream_response(resp)
@@ -592,6 +718,22 @@ struct Responder {
     rx: Option<mpsc::Receiver<Out>>,
     sent_role: bool,
     done: bool,
+    /// Whether the way it ended is counted in `/metrics` yet.
+    counted: bool,
+    /// Whether the request asked for logprobs; those of tokens not yet sent.
+    logprobs: bool,
+    lp_pending: Vec<(u32, TokenLogprobs)>,
+    /// Completions' `text_offset`: characters of the token strings sent so far.
+    lp_offset: usize,
+    /// `/v1/messages`: the content blocks so far.
+    blocks: anthropic::Blocks,
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        // Dropped before the end: the client went away (or a handler failed).
+        self.count("cancelled");
+    }
 }
 
 /// What one engine event became.
@@ -602,8 +744,15 @@ enum Step {
 }
 
 impl Responder {
+    fn count(&mut self, reason: &str) {
+        if !self.counted {
+            self.counted = true;
+            self.st.metrics.finished.inc(&[reason]);
+        }
+    }
+
     fn bytes_of(&self, t: u32) -> Vec<u8> {
-        if self.kind == Kind::Chat {
+        if self.kind != Kind::Completion {
             if let Some((open, close)) = self.st.think {
                 if t == open {
                     return THINK_OPEN.as_bytes().to_vec();
@@ -623,12 +772,25 @@ impl Responder {
     /// Waits for the next engine event. Dropping the receiver (stop string, end) cancels the
     /// request in the engine.
     async fn next(&mut self) -> Step {
+        let step = self.next_inner().await;
+        match &step {
+            Step::Text(_) => {}
+            Step::End(_, reason) => self.count(reason),
+            Step::Failed(_) => self.count("error"),
+        }
+        step
+    }
+
+    async fn next_inner(&mut self) -> Step {
         let Some(rx) = self.rx.as_mut() else {
             return Step::Failed(ApiError::internal("stream already ended"));
         };
         match rx.recv().await {
-            Some(Out::Token(t)) => {
+            Some(Out::Token { token: t, logprobs }) => {
                 self.tokens.push(t);
+                if let Some(lp) = logprobs {
+                    self.lp_pending.push((t, lp));
+                }
                 let bytes = self.bytes_of(t);
                 let (split, stopped) = self.pipe.push(&bytes);
                 if stopped {
@@ -661,6 +823,66 @@ impl Responder {
         }
     }
 
+    /// A token as logprobs spell it: its text (control tokens included) and its bytes.
+    fn token_text(&self, t: u32) -> (String, Vec<u8>) {
+        let b = self
+            .st
+            .tokenizer
+            .piece(t, true)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        (String::from_utf8_lossy(&b).into_owned(), b)
+    }
+
+    /// The `logprobs` of a choice for the tokens not yet sent, in each API's shape (chat:
+    /// `{"content": [...]}`; completions: the legacy parallel lists); `null` when the request
+    /// did not ask, or (streaming) when no token is pending.
+    fn take_logprobs(&mut self, streaming: bool) -> Value {
+        if !self.logprobs || (streaming && self.lp_pending.is_empty()) {
+            return Value::Null;
+        }
+        let pending = std::mem::take(&mut self.lp_pending);
+        match self.kind {
+            Kind::Chat | Kind::Messages => {
+                let content: Vec<Value> = pending
+                    .iter()
+                    .map(|(t, lp)| {
+                        let (token, bytes) = self.token_text(*t);
+                        let top: Vec<Value> = lp
+                            .top
+                            .iter()
+                            .map(|&(id, l)| {
+                                let (token, bytes) = self.token_text(id);
+                                json!({"token": token, "logprob": l, "bytes": bytes})
+                            })
+                            .collect();
+                        json!({"token": token, "logprob": lp.logprob, "bytes": bytes,
+                               "top_logprobs": top})
+                    })
+                    .collect();
+                json!({"content": content})
+            }
+            Kind::Completion => {
+                let (mut tokens, mut lps, mut tops, mut offsets) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for (t, lp) in &pending {
+                    let (token, _) = self.token_text(*t);
+                    offsets.push(self.lp_offset);
+                    self.lp_offset += token.chars().count();
+                    tokens.push(token);
+                    lps.push(lp.logprob);
+                    let mut top = serde_json::Map::new();
+                    for &(id, l) in &lp.top {
+                        top.entry(self.token_text(id).0).or_insert(json!(l));
+                    }
+                    tops.push(Value::Object(top));
+                }
+                json!({"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops,
+                       "text_offset": offsets})
+            }
+        }
+    }
+
     fn usage(&self) -> Value {
         json!({
             "prompt_tokens": self.prompt_tokens,
@@ -671,17 +893,36 @@ impl Responder {
 
     async fn collect(mut self) -> Response {
         let mut text = Split::default();
+        let mut ignored = Vec::new();
         let reason = loop {
             match self.next().await {
-                Step::Text(s) => text.append(s),
+                Step::Text(s) => {
+                    self.feed_blocks(&s, &mut ignored);
+                    text.append(s);
+                }
                 Step::End(s, r) => {
+                    self.feed_blocks(&s, &mut ignored);
                     text.append(s);
                     break r;
                 }
-                Step::Failed(e) => return e.into_response(),
+                Step::Failed(e) => return error_response(self.kind, e),
             }
         };
         let choice = match self.kind {
+            Kind::Messages => {
+                let (stop_reason, stop_sequence) = self.anthropic_stop(reason);
+                return Json(json!({
+                    "id": self.id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.st.model_id,
+                    "content": self.blocks.content(),
+                    "stop_reason": stop_reason,
+                    "stop_sequence": stop_sequence,
+                    "usage": self.anthropic_usage(),
+                }))
+                .into_response();
+            }
             Kind::Chat => {
                 let mut message = json!({"role": "assistant", "content": text.content});
                 if self.reasoning_enabled() {
@@ -694,7 +935,7 @@ impl Responder {
                 let mut c = json!({
                     "index": 0,
                     "message": message,
-                    "logprobs": null,
+                    "logprobs": self.take_logprobs(false),
                     "finish_reason": reason,
                 });
                 if self.settings.return_token_ids {
@@ -706,7 +947,7 @@ impl Responder {
                 let mut c = json!({
                     "index": 0,
                     "text": text.content,
-                    "logprobs": null,
+                    "logprobs": self.take_logprobs(false),
                     "finish_reason": reason,
                 });
                 if self.settings.return_token_ids {
@@ -729,6 +970,104 @@ impl Responder {
         Json(body).into_response()
     }
 
+    /// `/v1/messages`: adds a piece of text to the content blocks (reasoning before content,
+    /// as the split returns them), noting what opened, grew and closed.
+    fn feed_blocks(&mut self, s: &Split, ev: &mut Vec<anthropic::BlockEvent>) {
+        if self.kind == Kind::Messages {
+            use anthropic::BlockKind;
+            self.blocks.push(BlockKind::Thinking, &s.reasoning, ev);
+            self.blocks.push(BlockKind::Text, &s.content, ev);
+        }
+    }
+
+    /// Anthropic's `stop_reason` and `stop_sequence` for how generation ended.
+    fn anthropic_stop(&self, reason: &str) -> (&'static str, Value) {
+        match (reason, self.pipe.stop_matched()) {
+            ("length", _) => ("max_tokens", Value::Null),
+            (_, Some(s)) => ("stop_sequence", s.into()),
+            _ => ("end_turn", Value::Null),
+        }
+    }
+
+    fn anthropic_usage(&self) -> Value {
+        json!({"input_tokens": self.prompt_tokens, "output_tokens": self.tokens.len()})
+    }
+
+    fn anthropic_event(name: &str, data: Value) -> SseEvent {
+        SseEvent::default().event(name).data(data.to_string())
+    }
+
+    /// `/v1/messages` streaming: message_start, then per block content_block_start / _delta
+    /// / _stop, then message_delta (stop reason, usage) and message_stop.
+    async fn next_anthropic_events(&mut self) -> Vec<SseEvent> {
+        use anthropic::BlockEvent;
+        let mut out = Vec::new();
+        if !self.sent_role {
+            self.sent_role = true;
+            out.push(Self::anthropic_event(
+                "message_start",
+                json!({"type": "message_start", "message": {
+                    "id": self.id, "type": "message", "role": "assistant", "content": [],
+                    "model": self.st.model_id, "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
+                }}),
+            ));
+            return out;
+        }
+        let step = self.next().await;
+        let mut ev = Vec::new();
+        let end = match step {
+            Step::Text(s) => {
+                self.feed_blocks(&s, &mut ev);
+                None
+            }
+            Step::End(s, r) => {
+                self.feed_blocks(&s, &mut ev);
+                Some(r)
+            }
+            Step::Failed(e) => {
+                self.done = true;
+                out.push(Self::anthropic_event("error", anthropic::error_body(&e)));
+                return out;
+            }
+        };
+        for e in ev {
+            out.push(match e {
+                BlockEvent::Start(i, k) => {
+                    Self::anthropic_event("content_block_start", anthropic::block_start(i, k))
+                }
+                BlockEvent::Delta(i, k, t) => {
+                    Self::anthropic_event("content_block_delta", anthropic::block_delta(i, k, &t))
+                }
+                BlockEvent::Stop(i) => {
+                    Self::anthropic_event("content_block_stop", anthropic::block_stop(i))
+                }
+            });
+        }
+        if let Some(reason) = end {
+            self.done = true;
+            if !self.blocks.blocks.is_empty() {
+                let last = self.blocks.blocks.len() - 1;
+                out.push(Self::anthropic_event(
+                    "content_block_stop",
+                    anthropic::block_stop(last),
+                ));
+            }
+            let (stop_reason, stop_sequence) = self.anthropic_stop(reason);
+            out.push(Self::anthropic_event(
+                "message_delta",
+                json!({"type": "message_delta",
+                       "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                       "usage": {"output_tokens": self.tokens.len()}}),
+            ));
+            out.push(Self::anthropic_event(
+                "message_stop",
+                json!({"type": "message_stop"}),
+            ));
+        }
+        out
+    }
+
     fn reasoning_enabled(&self) -> bool {
         self.kind == Kind::Chat && self.st.think.is_some()
     }
@@ -738,6 +1077,7 @@ impl Responder {
             (Kind::Chat, false) => "chat.completion",
             (Kind::Chat, true) => "chat.completion.chunk",
             (Kind::Completion, _) => "text_completion",
+            (Kind::Messages, _) => "message",
         }
     }
 
@@ -755,32 +1095,37 @@ impl Responder {
         SseEvent::default().data(c.to_string())
     }
 
-    fn delta_chunks(&self, s: Split, out: &mut Vec<SseEvent>) {
+    fn delta_chunks(&mut self, s: Split, out: &mut Vec<SseEvent>) {
+        // Pending logprobs ride on the first chunk that goes out (text held back — a partial
+        // character, stop string or tag — carries its tokens' logprobs to a later chunk).
         match self.kind {
-            Kind::Chat => {
+            Kind::Chat | Kind::Messages => {
                 if !s.reasoning.is_empty() {
+                    let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
                         "index": 0,
                         "delta": {"reasoning_content": s.reasoning},
-                        "logprobs": null,
+                        "logprobs": lp,
                         "finish_reason": null,
                     })));
                 }
                 if !s.content.is_empty() {
+                    let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
                         "index": 0,
                         "delta": {"content": s.content},
-                        "logprobs": null,
+                        "logprobs": lp,
                         "finish_reason": null,
                     })));
                 }
             }
             Kind::Completion => {
                 if !s.content.is_empty() {
+                    let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
                         "index": 0,
                         "text": s.content,
-                        "logprobs": null,
+                        "logprobs": lp,
                         "finish_reason": null,
                     })));
                 }
@@ -788,13 +1133,14 @@ impl Responder {
         }
     }
 
-    fn final_chunks(&self, reason: &str, out: &mut Vec<SseEvent>) {
+    fn final_chunks(&mut self, reason: &str, out: &mut Vec<SseEvent>) {
+        let lp = self.take_logprobs(true);
         out.push(self.chunk(match self.kind {
-            Kind::Chat => json!({
-                "index": 0, "delta": {}, "logprobs": null, "finish_reason": reason,
+            Kind::Chat | Kind::Messages => json!({
+                "index": 0, "delta": {}, "logprobs": lp, "finish_reason": reason,
             }),
             Kind::Completion => json!({
-                "index": 0, "text": "", "logprobs": null, "finish_reason": reason,
+                "index": 0, "text": "", "logprobs": lp, "finish_reason": reason,
             }),
         }));
         if self.settings.include_usage {
@@ -815,6 +1161,9 @@ impl Responder {
     async fn next_events(&mut self) -> Option<Vec<SseEvent>> {
         if self.done {
             return None;
+        }
+        if self.kind == Kind::Messages {
+            return Some(self.next_anthropic_events().await);
         }
         let mut out = Vec::new();
         if self.kind == Kind::Chat && !self.sent_role {

@@ -83,6 +83,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     held: String,
     stopped: bool,
+    /// Which stop string matched (Anthropic's `stop_sequence` reports it).
+    matched: Option<usize>,
 }
 
 impl StopMatcher {
@@ -91,7 +93,13 @@ impl StopMatcher {
             stops,
             held: String::new(),
             stopped: false,
+            matched: None,
         }
+    }
+
+    /// The stop string that ended the text, once one has.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.map(|i| self.stops[i].as_str())
     }
 
     /// Adds text; returns the part that is certainly output, and whether a stop string
@@ -109,10 +117,12 @@ impl StopMatcher {
         let first = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()).map(|i| (i + s.len(), i)))
+            .enumerate()
+            .filter_map(|(k, s)| self.held.find(s.as_str()).map(|i| (i + s.len(), i, k)))
             .min();
-        if let Some((_, at)) = first {
+        if let Some((_, at, k)) = first {
             self.stopped = true;
+            self.matched = Some(k);
             let out = self.held[..at].to_string();
             self.held.clear();
             return (out, true);
@@ -259,6 +269,11 @@ impl TextPipeline {
             out.append(self.flush_split());
         }
         (out, stopped)
+    }
+
+    /// The stop string that ended generation, if one did.
+    pub fn stop_matched(&self) -> Option<&str> {
+        self.stop.matched()
     }
 
     /// Flushes everything held back (generation ended without a stop string).

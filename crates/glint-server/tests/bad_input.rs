@@ -183,7 +183,35 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
         ),
         (
             &chat,
-            with(ok_chat(), "logprobs", json!(true)),
+            with(ok_chat(), "top_logprobs", json!(2)),
+            400,
+            Some("top_logprobs"),
+        ),
+        (
+            &chat,
+            with(
+                with(ok_chat(), "logprobs", json!(true)),
+                "top_logprobs",
+                json!(21),
+            ),
+            400,
+            Some("top_logprobs"),
+        ),
+        (
+            &chat,
+            with(ok_chat(), "logprobs", json!(1)),
+            400,
+            Some("logprobs"),
+        ),
+        (
+            &comp,
+            json!({"prompt": "hi", "logprobs": 21}),
+            400,
+            Some("logprobs"),
+        ),
+        (
+            &comp,
+            json!({"prompt": "hi", "logprobs": -1}),
             400,
             Some("logprobs"),
         ),
