@@ -182,14 +182,23 @@ async fn a_client_that_leaves_is_counted_as_cancelled() {
     let _ = st.next().await;
     drop(st);
     wait_health(&c, &s, idle).await;
-    let text = c
-        .get(url(&s, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // The server learns of the hang-up when its next write fails, which may come after the
+    // engine went idle: poll (bounded) until the request is counted.
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = c
+            .get(url(&s, "/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if parse(&text).contains_key("glint_requests_finished_total{reason=\"cancelled\"}") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
     let m = parse(&text);
     assert_eq!(
         m.get("glint_requests_finished_total{reason=\"cancelled\"}"),
