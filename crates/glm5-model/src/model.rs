@@ -225,8 +225,11 @@ impl<'a, B: Backend> Model<'a, B> {
             n_used: c.n_expert_used,
             expert_d_ff: c.d_ff_exp,
         };
+        // What the step's scratch takes of a device's memory (the memory report: weights and
+        // the pool are logged at load and at `new_pool`). The CPU's is sized per thread.
+        let free_before = be.device_memory().map(|(free, _)| free);
         be.prepare_step(&self.step_sizes(n, kv_cap, max_logit_rows))?;
-        Ok(StepState {
+        let st = StepState {
             inputs: StepInputs::new(be, limits, block_size, c.n_heads)?,
             token_ids: be.alloc_ids(n)?,
             h: be.alloc(d)?,
@@ -239,7 +242,17 @@ impl<'a, B: Backend> Model<'a, B> {
             record_selections: false,
             selections: Vec::new(),
             id: glint_core::unique_id(),
-        })
+        };
+        if let (Some(before), Some((after, _))) = (free_before, be.device_memory()) {
+            tracing::info!(
+                backend = be.name(),
+                max_tokens = n,
+                kv_capacity = kv_cap,
+                gib = before.saturating_sub(after) as f64 / (1u64 << 30) as f64,
+                "step scratch"
+            );
+        }
+        Ok(st)
     }
 
     /// The largest op shapes a step of `n` tokens over `kv_cap` keys can reach.
