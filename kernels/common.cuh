@@ -91,10 +91,65 @@ __device__ __forceinline__ float cache_load(CacheView c, long long r, int i) {
     }
 }
 
-// Pool row of logical key `t` of the sequence of token `s` (see glint_core::Pages).
-__device__ __forceinline__ long long page_row(const u32* tables, const u32* token_seq, int max_blocks,
-                                              int block_size, int s, int t) {
-    u32 seq = token_seq[s];
-    u32 blk = tables[(long long)seq * max_blocks + t / block_size];
-    return (long long)blk * block_size + t % block_size;
+// Pool row of logical key `t` of the sequence of token `s` (see glint_core::Pages), or -1 when
+// the table entry, the block or the row lies outside what was allocated (ids are the caller's
+// check; the kernels only stay memory safe).
+__device__ __forceinline__ long long paged_row(const u32* tables, long long n_table, const u32* token_seq,
+                                                  int max_blocks, int block_size, long long pool_rows,
+                                                  int s, long long t) {
+    long long b = t / block_size;
+    if (t < 0 || b >= max_blocks) return -1;
+    long long at = (long long)token_seq[s] * max_blocks + b;
+    if (at >= n_table) return -1;
+    long long r = (long long)tables[at] * block_size + t % block_size;
+    return r < pool_rows ? r : -1;
+}
+
+template <int TY>
+__device__ __forceinline__ float cache_ld(const u8* data, const float* scales, long long r, int dim, int i) {
+    long long at = r * dim + i;
+    if (TY == CACHE_F32) return ((const float*)data)[at];
+    if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
+    if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
+    return fp8_to_f32(data[at]) * scales[r];
+}
+
+// Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
+// flight per thread.
+template <int TY>
+__device__ __forceinline__ void paged_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
+                                                float* dst) {
+    const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
+    const int total = nt * dim;
+    for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            v[u] = 0.0f;
+            if (e < total) {
+                int kk = e / dim;
+                long long r = rows[kk];
+                if (r >= 0) v[u] = cache_ld<TY>(c.data, scales, r, dim, e - kk * dim);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int e = e0 + u * blockDim.x;
+            if (e < total) {
+                int kk = e / dim;
+                dst[kk * st + e - kk * dim] = v[u];
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void paged_load_tile(CacheView c, const long long* rows, int nt, int dim, int st,
+                                              float* dst) {
+    switch (c.ty) {
+        case CACHE_F32: paged_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
+        case CACHE_F16: paged_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
+        case CACHE_BF16: paged_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
+        default: paged_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
+    }
 }

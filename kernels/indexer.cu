@@ -11,66 +11,6 @@ __device__ __forceinline__ u32 idx_order_key(float f) {
 
 // Pool row of logical key t of token s's sequence, or -1 where a table entry, the sequence or
 // the row is out of range (ids are the caller's check; this only keeps memory safe).
-__device__ __forceinline__ long long idx_page_row(const u32* tables, long long n_table, const u32* token_seq,
-                                                  int max_blocks, int block_size, long long pool_rows,
-                                                  int s, long long t) {
-    long long b = t / block_size;
-    if (t < 0 || b >= max_blocks) return -1;
-    long long at = (long long)token_seq[s] * max_blocks + b;
-    if (at >= n_table) return -1;
-    long long r = (long long)tables[at] * block_size + t % block_size;
-    return r < pool_rows ? r : -1;
-}
-
-
-template <int TY>
-__device__ __forceinline__ float idx_ld(const u8* data, const float* scales, long long r, int dim, int i) {
-    long long at = r * dim + i;
-    if (TY == CACHE_F32) return ((const float*)data)[at];
-    if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
-    if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
-    return fp8_to_f32(data[at]) * scales[r];
-}
-
-// Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
-// flight per thread.
-template <int TY>
-__device__ __forceinline__ void idx_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
-                                                float* dst) {
-    const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
-    const int total = nt * dim;
-    for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int e = e0 + u * blockDim.x;
-            v[u] = 0.0f;
-            if (e < total) {
-                int kk = e / dim;
-                long long r = rows[kk];
-                if (r >= 0) v[u] = idx_ld<TY>(c.data, scales, r, dim, e - kk * dim);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int e = e0 + u * blockDim.x;
-            if (e < total) {
-                int kk = e / dim;
-                dst[kk * st + e - kk * dim] = v[u];
-            }
-        }
-    }
-}
-
-__device__ __forceinline__ void idx_load_tile(CacheView c, const long long* rows, int nt, int dim, int st,
-                                              float* dst) {
-    switch (c.ty) {
-        case CACHE_F32: idx_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
-        case CACHE_F16: idx_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
-        case CACHE_BF16: idx_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
-        default: idx_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
-    }
-}
 
 // ---- scores -----------------------------------------------------------------------------------
 // Grid (n_tokens, ceil(n_kv / kt)), block of `blockDim.x` threads (a multiple of 32). Block
@@ -121,11 +61,11 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
     for (int j = tid; j < n_heads; j += bd) ws[j] = w[(long long)s * n_heads + j];
     for (int kk = tid; kk < kt; kk += bd) {
         long long t = t0 + kk;
-        rows[kk] = t < nk ? idx_page_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
+        rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
     }
     __syncthreads();
     CacheView c = {kdata, krows, kdim, kty};
-    idx_load_tile(c, rows, kt, d, d, ks);
+    paged_load_tile(c, rows, kt, d, d, ks);
     __syncthreads();
     int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;
     for (int kk = warp; kk < kt; kk += nw) {

@@ -18,65 +18,6 @@
 #define MLA_ACC 32
 #define MLA_KT 16
 
-__device__ __forceinline__ long long mla_page_row(const u32* tables, long long n_table, const u32* token_seq,
-                                                  int max_blocks, int block_size, long long pool_rows,
-                                                  int s, long long t) {
-    long long b = t / block_size;
-    if (t < 0 || b >= max_blocks) return -1;
-    long long at = (long long)token_seq[s] * max_blocks + b;
-    if (at >= n_table) return -1;
-    long long r = (long long)tables[at] * block_size + t % block_size;
-    return r < pool_rows ? r : -1;
-}
-
-template <int TY>
-__device__ __forceinline__ float mla_ld(const u8* data, const float* scales, long long r, int dim, int i) {
-    long long at = r * dim + i;
-    if (TY == CACHE_F32) return ((const float*)data)[at];
-    if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
-    if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
-    return fp8_to_f32(data[at]) * scales[r];
-}
-
-// Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
-// flight per thread.
-template <int TY>
-__device__ __forceinline__ void mla_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
-                                                float* dst) {
-    const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
-    const int total = nt * dim;
-    for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int e = e0 + u * blockDim.x;
-            v[u] = 0.0f;
-            if (e < total) {
-                int kk = e / dim;
-                long long r = rows[kk];
-                if (r >= 0) v[u] = mla_ld<TY>(c.data, scales, r, dim, e - kk * dim);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int e = e0 + u * blockDim.x;
-            if (e < total) {
-                int kk = e / dim;
-                dst[kk * st + e - kk * dim] = v[u];
-            }
-        }
-    }
-}
-
-__device__ __forceinline__ void mla_load_tile(CacheView c, const long long* rows, int nt, int dim, int st,
-                                              float* dst) {
-    switch (c.ty) {
-        case CACHE_F32: mla_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
-        case CACHE_F16: mla_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
-        case CACHE_BF16: mla_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
-        default: mla_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
-    }
-}
 
 extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     mla_attention(const float* q, const u8* kdata, long long krows, int kty, const u32* positions,
@@ -133,12 +74,12 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
             if (tid < nt) {
                 long long idx = kb + tid;
                 long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
-                if (t <= pos) r = mla_page_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
+                if (t <= pos) r = paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
             }
             rows[tid] = r;
         }
         __syncthreads();
-        mla_load_tile(c, rows, nt, dk, st, ks);
+        paged_load_tile(c, rows, nt, dk, st, ks);
         __syncthreads();
         for (int p = tid; p < hg * MLA_KT; p += bd) {
             int g = p / MLA_KT, kk = p % MLA_KT;
