@@ -517,7 +517,7 @@ impl Tokenizer {
         StreamDecoder {
             tok: self,
             special,
-            pending: Vec::new(),
+            utf8: Utf8Stream::default(),
         }
     }
 }
@@ -527,15 +527,34 @@ impl Tokenizer {
 pub struct StreamDecoder<'a> {
     tok: &'a Tokenizer,
     special: bool,
-    pending: Vec<u8>,
+    utf8: Utf8Stream,
 }
 
 impl StreamDecoder<'_> {
     /// Adds one token and returns the text that became printable (possibly empty).
     pub fn push(&mut self, id: u32) -> Result<String> {
-        self.pending
-            .extend_from_slice(self.tok.piece(id, self.special)?);
-        Ok(self.drain(false))
+        Ok(self.utf8.push(self.tok.piece(id, self.special)?))
+    }
+
+    /// Returns whatever is left, with an incomplete trailing character as U+FFFD.
+    pub fn finish(&mut self) -> String {
+        self.utf8.finish()
+    }
+}
+
+/// Bytes to text, incrementally: a trailing partial character is held back until more bytes
+/// complete it; invalid bytes become U+FFFD at once (what [`StreamDecoder`] and the server's
+/// text pipeline share).
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Adds bytes and returns the text that became whole (possibly empty).
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        self.drain(false)
     }
 
     /// Returns whatever is left, with an incomplete trailing character as U+FFFD.

@@ -7,59 +7,7 @@
 //! the concatenation of what streaming returns equals what one call over the whole text would
 //! return — streamed and non-streamed responses agree by construction.
 
-/// Bytes to text, holding back an incomplete trailing character (invalid bytes become U+FFFD,
-/// as in `glint_engine::tokenizer::StreamDecoder`).
-#[derive(Debug, Default)]
-pub struct Utf8Stream {
-    pending: Vec<u8>,
-}
-
-impl Utf8Stream {
-    pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        self.drain(false)
-    }
-
-    pub fn finish(&mut self) -> String {
-        self.drain(true)
-    }
-
-    fn drain(&mut self, at_end: bool) -> String {
-        let mut out = String::new();
-        let mut start = 0;
-        loop {
-            match std::str::from_utf8(&self.pending[start..]) {
-                Ok(s) => {
-                    out.push_str(s);
-                    start = self.pending.len();
-                    break;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    out.push_str(&String::from_utf8_lossy(
-                        &self.pending[start..start + valid],
-                    ));
-                    start += valid;
-                    match e.error_len() {
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            start += bad;
-                        }
-                        None => {
-                            if at_end {
-                                out.push(char::REPLACEMENT_CHARACTER);
-                                start = self.pending.len();
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending.drain(..start);
-        out
-    }
-}
+pub use glint_engine::tokenizer::Utf8Stream;
 
 /// Length of the longest suffix of `text` that is a proper prefix of one of `pats` (text that
 /// may still become a match and must be held back).
