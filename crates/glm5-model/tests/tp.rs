@@ -1,0 +1,289 @@
+//! Tensor parallelism on the CPU: every sharded tensor's shards reassemble to the file's
+//! tensor, and TP = 2 and 4 (tensor- and expert-parallel MoE) give TP = 1's logits and greedy
+//! tokens on the transformers fixtures (glm-dsa with its indexer; deepseek2 with the legacy
+//! fused `attn_kv_b`), with every rank holding the same logits.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{
+    case, fixture_dir, ids_of, logit_range, max_abs_diff, read_npy_f32, reference, write_deepseek2,
+};
+use glint_gguf::Gguf;
+use glint_tp::{Communicator, LocalComm, ShardError, Split};
+use glm5_model::shard::split_of;
+use glm5_model::{CpuBackend, Glm5, Model, ModelError, SessionOptions};
+
+/// Shard `rank` of every tensor-parallel tensor reassembled by coordinates: each block-unit of
+/// each shard is written to the place the split says it came from, every place exactly once.
+fn reassemble_and_compare(g: &Gguf, world: usize, ep: bool) -> usize {
+    let mut n_split = 0;
+    for t in g.tensors() {
+        let split = split_of(&t.name, ep);
+        let Split::Axis { axis, groups } = split else {
+            continue;
+        };
+        let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
+        let full = g.tensor_data(t);
+        let (block, unit) = (t.ty.block_size(), t.ty.type_size());
+        // The tensor as units: [ne2][ne1][ne0 / block] of `unit` bytes.
+        let d3 = [
+            dims[0] / block,
+            dims.get(1).copied().unwrap_or(1),
+            dims.get(2).copied().unwrap_or(1),
+        ];
+        let len = dims.get(axis).copied().unwrap_or(1);
+        let part = len / groups / world;
+        let cuts: Vec<_> = (0..world)
+            .map(|r| glint_tp::cut(&t.name, t.ty, &dims, full, split, r, world))
+            .collect();
+        if axis == 0 && !part.is_multiple_of(block) {
+            // A quantized row cut inside a block must be refused, naming the tensor.
+            for c in &cuts {
+                let e = c.as_ref().unwrap_err();
+                assert!(matches!(e, ShardError::Block { .. }), "{}: {e}", t.name);
+                assert!(e.to_string().contains(&t.name));
+            }
+            continue;
+        }
+        n_split += 1;
+        let mut rebuilt = vec![0u8; full.len()];
+        let mut written = vec![0u8; full.len() / unit];
+        let part_units = if axis == 0 { part / block } else { part };
+        let run_units = part_units * world;
+        for (r, c) in cuts.iter().enumerate() {
+            let c = c.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            let mut l3 = d3;
+            l3[axis] = part_units * groups;
+            assert_eq!(
+                c.bytes.len(),
+                l3.iter().product::<usize>() * unit,
+                "{}",
+                t.name
+            );
+            for i2 in 0..l3[2] {
+                for i1 in 0..l3[1] {
+                    for i0 in 0..l3[0] {
+                        let mut f = [i0, i1, i2];
+                        let (g_, j) = (f[axis] / part_units, f[axis] % part_units);
+                        f[axis] = g_ * run_units + r * part_units + j;
+                        let src = ((i2 * l3[1] + i1) * l3[0] + i0) * unit;
+                        let dst_u = (f[2] * d3[1] + f[1]) * d3[0] + f[0];
+                        rebuilt[dst_u * unit..(dst_u + 1) * unit]
+                            .copy_from_slice(&c.bytes[src..src + unit]);
+                        written[dst_u] += 1;
+                    }
+                }
+            }
+        }
+        assert!(written.iter().all(|&w| w == 1), "{}: coverage", t.name);
+        assert!(rebuilt == full, "{}: shards do not reassemble", t.name);
+    }
+    n_split
+}
+
+fn deepseek2_file(dir: &Path, fused: bool) -> std::path::PathBuf {
+    let src = Gguf::open(fixture_dir().join("glm5-tiny-topk2048-f32.gguf")).unwrap();
+    let path = dir.join(if fused { "ds2-fused.gguf" } else { "ds2.gguf" });
+    write_deepseek2(&src, &path, fused);
+    path
+}
+
+#[test]
+fn shards_reassemble_to_the_full_tensors() {
+    let d = fixture_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let files = [
+        d.join("glm5-tiny-f32.gguf"),
+        d.join("llamacpp/glm5-tiny-lc-q8_0.gguf"),
+        d.join("llamacpp/glm5-tiny-lc-q4_0.gguf"),
+        deepseek2_file(tmp.path(), false),
+        deepseek2_file(tmp.path(), true),
+    ];
+    for f in &files {
+        let g = Gguf::open(f).unwrap();
+        let fused = g.tensor("blk.0.attn_kv_b.weight").is_some();
+        for world in [2, 4] {
+            for ep in [false, true] {
+                let n = reassemble_and_compare(&g, world, ep);
+                // Per layer at least q_b (or kv_b), output; the head.
+                assert!(n > 4, "{}: only {n} split tensors", f.display());
+                if fused {
+                    assert!(split_of("blk.0.attn_kv_b.weight", ep) == Split::ROWS);
+                }
+            }
+        }
+    }
+}
+
+/// Logits of `ids` (every position) from `world` rank threads, one per rank; also checks
+/// every rank returned the same logits bit for bit.
+fn tp_logits(path: &Path, world: usize, ep: bool, ids: &[u32], ubatch: usize) -> Vec<f32> {
+    let g = Gguf::open(path).unwrap();
+    let comms = LocalComm::group(world, Duration::from_secs(60));
+    let outs: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                let g = &g;
+                s.spawn(move || {
+                    let comm: Arc<dyn Communicator<CpuBackend>> = Arc::new(c);
+                    let model = Model::load_tp(g, CpuBackend::new(), comm, ep).unwrap();
+                    let mut opts = SessionOptions::new(512);
+                    opts.ubatch = ubatch;
+                    let mut m = Glm5::new(model, opts).unwrap();
+                    m.forward(ids, 0).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, o) in outs.iter().enumerate().skip(1) {
+        assert!(o == &outs[0], "rank {r}'s logits differ from rank 0's");
+    }
+    outs.into_iter().next().unwrap()
+}
+
+/// Greedy tokens from `world` rank threads: each rank runs the same loop on its identical
+/// logits (so they agree without a broadcast); returns rank 0's.
+fn tp_greedy(path: &Path, world: usize, ep: bool, prompt: &[u32], n_new: usize) -> Vec<u32> {
+    let g = Gguf::open(path).unwrap();
+    let comms = LocalComm::group(world, Duration::from_secs(60));
+    let outs: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|c| {
+                let g = &g;
+                s.spawn(move || {
+                    let comm: Arc<dyn Communicator<CpuBackend>> = Arc::new(c);
+                    let model = Model::load_tp(g, CpuBackend::new(), comm, ep).unwrap();
+                    let mut m = Glm5::new(model, SessionOptions::new(256)).unwrap();
+                    let mut out = Vec::new();
+                    let mut logits = m.forward_last(prompt, 0).unwrap();
+                    for _ in 0..n_new {
+                        let t = common::argmax(&logits) as u32;
+                        out.push(t);
+                        logits = m.forward_last(&[t], m.cache_len()).unwrap();
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        outs.iter().all(|o| o == &outs[0]),
+        "ranks disagree: {outs:?}"
+    );
+    outs.into_iter().next().unwrap()
+}
+
+/// Measured against TP = 1 (medium, logit range 34): 1.07e-5 to 1.39e-5 on glm-dsa, 6.2e-6 to
+/// 6.7e-6 on deepseek2. Only the summation order of the split products differs (each rank's
+/// partial dot product, then the sum over ranks in rank order, instead of one dot product):
+/// ~4 ulps of a logit of 34 (f32's ulp there is 3.8e-6). 1e-5 absolute is below what any
+/// reordering of f32 sums can promise at this logit range, so the bound is 2e-5.
+const TP_BOUND: f32 = 2e-5;
+
+/// TP = 1 vs 2 and 4 (TP and EP) on one file and prompt; returns the TP = 1 logits.
+fn check_tp(path: &Path, ids: &[u32], what: &str) -> Vec<f32> {
+    // Chunked prefill (ubatch 64) so several steps run, as in generation.
+    let one = tp_logits(path, 1, false, ids, 64);
+    for world in [2, 4] {
+        for ep in [false, true] {
+            let got = tp_logits(path, world, ep, ids, 64);
+            let err = max_abs_diff(&got, &one);
+            eprintln!("{what}: TP={world} ep={ep}: max |Δlogit| vs TP=1 {err:.2e}");
+            // Only the summation order of the split products differs (partial sums added in
+            // rank order instead of one dot product).
+            assert!(err <= TP_BOUND, "{what}: TP={world} ep={ep}: {err}");
+        }
+    }
+    one
+}
+
+#[test]
+fn glm_dsa_tp_matches_tp1_and_transformers() {
+    let reference = reference();
+    let case = case(&reference, "medium");
+    let ids = ids_of(&case["ids"]);
+    let path = fixture_dir().join("glm5-tiny-f32.gguf");
+    let one = check_tp(&path, &ids, "glm-dsa medium");
+    // And TP = 1 is the model the other tests check against transformers.
+    let (_, want) = read_npy_f32(&fixture_dir().join(case["logits_file"].as_str().unwrap()));
+    let err = max_abs_diff(&one, &want);
+    eprintln!(
+        "TP=1 vs transformers {err:.2e} (range {:.1})",
+        logit_range(&want)
+    );
+    assert!(err <= 1e-3, "{err}");
+}
+
+#[test]
+fn deepseek2_fused_kv_b_tp_matches_tp1() {
+    let reference = reference();
+    let ids = ids_of(&case(&reference, "short")["ids"]);
+    let tmp = tempfile::tempdir().unwrap();
+    check_tp(
+        &deepseek2_file(tmp.path(), true),
+        &ids,
+        "deepseek2 fused kv_b",
+    );
+}
+
+#[test]
+fn greedy_tokens_are_the_same_at_every_world_size() {
+    let reference = reference();
+    let case = case(&reference, "chat");
+    let ids = ids_of(&case["ids"]);
+    let path = fixture_dir().join("glm5-tiny-f32.gguf");
+    let n = 12;
+    let one = tp_greedy(&path, 1, false, &ids, n);
+    assert_eq!(one, ids_of(&case["greedy_new_tokens"])[..n].to_vec());
+    for (world, ep) in [(2, false), (4, false), (4, true)] {
+        assert_eq!(
+            tp_greedy(&path, world, ep, &ids, n),
+            one,
+            "TP={world} ep={ep}"
+        );
+    }
+}
+
+#[test]
+fn dims_that_do_not_divide_are_refused_by_name() {
+    let path = fixture_dir().join("glm5-tiny-f32.gguf");
+    let g = Gguf::open(&path).unwrap();
+    // 4 heads over 8 ranks.
+    let mut comms = LocalComm::group(8, Duration::from_secs(5));
+    let comm: Arc<dyn Communicator<CpuBackend>> = Arc::new(comms.remove(0));
+    let e = Model::load_tp(&g, CpuBackend::new(), comm, false)
+        .err()
+        .unwrap();
+    let msg = e.to_string();
+    assert!(
+        matches!(e, ModelError::Shard(ShardError::Count { .. })),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("blk.0.attn_q_b.weight")
+            && msg.contains("4 attention heads")
+            && msg.contains("8 ranks"),
+        "{msg}"
+    );
+    // Q8_0 rows of the 96-wide dense FFN over 2 ranks: 48 values, not whole 32-blocks.
+    let q8 = Gguf::open(fixture_dir().join("llamacpp/glm5-tiny-lc-q8_0.gguf")).unwrap();
+    let mut comms = LocalComm::group(2, Duration::from_secs(5));
+    let comm: Arc<dyn Communicator<CpuBackend>> = Arc::new(comms.remove(0));
+    let e = Model::load_tp(&q8, CpuBackend::new(), comm, false)
+        .err()
+        .unwrap();
+    let msg = e.to_string();
+    assert!(
+        matches!(e, ModelError::Shard(ShardError::Block { .. })),
+        "{msg}"
+    );
+    assert!(msg.contains("ffn_down"), "{msg}");
+}
