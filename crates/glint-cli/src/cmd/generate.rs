@@ -59,6 +59,8 @@ pub struct Args {
     pub special: bool,
     #[command(flatten)]
     pub session: super::session::SessionArgs,
+    #[command(flatten)]
+    pub tp: super::tp::TpArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +144,17 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
     super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
     let opts = args.session.options(ctx);
+    if args.tp.active(args.session.device)? {
+        // Every rank samples the same token from the same logits with the same seed; rank 0
+        // prints, the others only keep in step.
+        return super::tp::run_ranks(&gguf, &args.tp, opts, |rank, mut model| {
+            if rank == 0 {
+                return stream(model, args, &tok, &prompt, &params);
+            }
+            generate_while(&mut model, &tok, &prompt, &params, |_| true)?;
+            Ok(())
+        });
+    }
     with_backend!(args.session.device, be => {
         let model = Glm5::load_with(&gguf, be, opts)?;
         stream(model, args, &tok, &prompt, &params)

@@ -23,6 +23,8 @@ pub struct Args {
     pub output: PathBuf,
     #[command(flatten)]
     pub session: super::session::SessionArgs,
+    #[command(flatten)]
+    pub tp: super::tp::TpArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,12 +50,22 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     super::memory::check_kv_cache(&cfg, args.tokens.len(), "--tokens", &args.model)?;
     let opts = args.session.options(args.tokens.len());
     let n_vocab = cfg.n_vocab;
-    let logits = with_backend!(args.session.device, be => {
+    let logits = if args.tp.active(args.session.device)? {
+        super::tp::run_ranks(&gguf, &args.tp, opts, |_rank, mut model| {
+            let logits = model.forward(&args.tokens, 0)?;
+            // Every rank holds the same logits, so every rank takes the same branch here
+            // (locating a non-finite value runs the model again: all ranks must).
+            super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;
+            Ok(logits)
+        })?
+    } else {
+        with_backend!(args.session.device, be => {
         let mut model = Glm5::load_with(&gguf, be, opts)?;
         let logits = model.forward(&args.tokens, 0)?;
         super::non_finite::check(&mut model, &args.tokens, &logits, n_vocab)?;
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(logits)
-    })?;
+        })?
+    };
     let werr = |e| write_error(&args.output, e);
     let mut w = BufWriter::new(out.file());
     npy::write_f32_header(&mut w, &[args.tokens.len(), n_vocab]).map_err(werr)?;
