@@ -287,3 +287,81 @@ fn dims_that_do_not_divide_are_refused_by_name() {
     );
     assert!(msg.contains("ffn_down"), "{msg}");
 }
+
+/// A glm-dsa file with 8 heads and 8 experts (the transformers fixtures have 4 heads): GLM-5's
+/// tensor table (`glm5_model::synth`) at small sizes, F32, random weights of scale
+/// `1/sqrt(fan_in)` from a fixed LCG, norms 1, biases 0.
+fn write_eight_way(path: &Path) {
+    use glm5_model::synth::{metadata, tensors, Fill, Geometry, QuantMix};
+    let g = Geometry {
+        dense: 1,
+        moe: 2,
+        experts: 8,
+        d_model: 64,
+        n_heads: 8,
+        q_lora: 32,
+        kv_lora: 32,
+        rope: 16,
+        nope: 16,
+        v_dim: 16,
+        index_heads: 2,
+        index_dim: 32,
+        index_topk: 8,
+        n_used: 2,
+        expert_ff: 16,
+        dense_ff: 64,
+        n_vocab: 512,
+    };
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let data: Vec<(glint_gguf::TensorSpec, Vec<u8>)> =
+        tensors(&g, QuantMix::Uniform(glint_gguf::GgmlType::F32))
+            .into_iter()
+            .map(|t| {
+                let n: u64 = t.dims.iter().product();
+                let scale = 1.7 / (t.dims[0] as f32).sqrt();
+                let v: Vec<f32> = (0..n)
+                    .map(|_| match t.fill {
+                        Fill::Ones => 1.0,
+                        Fill::Zeros => 0.0,
+                        Fill::Random => next() * scale,
+                    })
+                    .collect();
+                let spec = glint_gguf::TensorSpec {
+                    name: t.name,
+                    ty: t.ty,
+                    dims: t.dims,
+                };
+                (spec, v.iter().flat_map(|f| f.to_le_bytes()).collect())
+            })
+            .collect();
+    let refs: Vec<_> = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    glint_gguf::write_gguf(path, &metadata(&g, "tp8-test"), &refs).unwrap();
+}
+
+#[test]
+fn eight_ranks_on_an_eight_head_eight_expert_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("tp8.gguf");
+    write_eight_way(&path);
+    // 40 tokens: more than index_topk (8), so the indexer selects in every layer.
+    let ids: Vec<u32> = (0..40u32).map(|i| (i * 37 + 5) % 256).collect();
+    let one = tp_logits(&path, 1, false, &ids, 16);
+    let range = logit_range(&one);
+    for (world, ep) in [(8, false), (8, true), (2, false)] {
+        let got = tp_logits(&path, world, ep, &ids, 16);
+        let err = max_abs_diff(&got, &one);
+        eprintln!(
+            "tp8 fixture: TP={world} ep={ep}: max |Δlogit| vs TP=1 {err:.2e} (range {range:.1})"
+        );
+        assert!(err <= TP_BOUND, "TP={world} ep={ep}: {err}");
+    }
+    let greedy = tp_greedy(&path, 1, false, &ids, 8);
+    assert_eq!(tp_greedy(&path, 8, false, &ids, 8), greedy);
+    assert_eq!(tp_greedy(&path, 8, true, &ids, 8), greedy);
+}
