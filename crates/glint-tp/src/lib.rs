@@ -8,17 +8,21 @@
 //!   the tests). It reduces in rank order, so every rank gets bit-identical sums and a run is
 //!   reproducible.
 //! * `NcclComm` (feature `cuda`): NCCL through cudarc on the CUDA backend's stream.
+//! * [`Rendezvous`]: where the processes of a multi-node run meet (`--master HOST:PORT`),
+//!   check they run the same world size on the same file, and receive the NCCL unique id.
 //! * [`split`]: cutting a GGUF tensor into one rank's shard along a declared axis (never by
 //!   file order), with block boundaries checked for quantized rows.
 
 mod local;
 #[cfg(feature = "cuda")]
 mod nccl;
+pub mod rendezvous;
 pub mod split;
 
 pub use local::LocalComm;
 #[cfg(feature = "cuda")]
 pub use nccl::NcclComm;
+pub use rendezvous::{header_fingerprint, Rendezvous, RendezvousError};
 pub use split::{cut, Cut, ShardError, Split};
 
 use glint_core::{Backend, Result};
