@@ -103,7 +103,9 @@ impl<'a, B: Backend> Model<'a, B> {
     /// ranks (the plan in [`crate::shard`]; `ep`: routed experts split whole across ranks).
     /// Every rank then runs the same steps; each layer ends its attention and its FFN with an
     /// all-reduce of the partial sums, and the logits are all-gathered, so every rank gets the
-    /// same logits. World size 1 is the plain model.
+    /// same logits. At world size 1 the collectives still run (an all-reduce of one rank, a
+    /// gather of one slice), which is how a communicator is checked on one device; without a
+    /// communicator ([`Self::load`]) there are none.
     pub fn load_tp(
         gguf: &'a Gguf,
         backend: B,
@@ -116,9 +118,6 @@ impl<'a, B: Backend> Model<'a, B> {
                 "rank {} of a group of {}",
                 shard.rank, shard.world
             )));
-        }
-        if shard.is_full() {
-            return Self::load_inner(gguf, backend, None);
         }
         Self::load_inner(gguf, backend, Some(Tp { shard, comm }))
     }
@@ -261,10 +260,10 @@ impl<'a, B: Backend> Model<'a, B> {
         let d = bytes("d_model", n.checked_mul(c.d_model))?;
         let logits_len = bytes("n_vocab", max_logit_rows.checked_mul(c.n_vocab))?;
         let shard = self.shard();
-        let part_len = if shard.is_full() {
-            0
-        } else {
+        let part_len = if self.tp.is_some() {
             logits_len / shard.world
+        } else {
+            0
         };
         let ix = c.indexer.as_ref().map(|ix| glint_mla::IndexerDims {
             n_heads: ix.n_heads,

@@ -123,6 +123,13 @@ fn shards_reassemble_to_the_full_tensors() {
 /// every rank returned the same logits bit for bit.
 fn tp_logits(path: &Path, world: usize, ep: bool, ids: &[u32], ubatch: usize) -> Vec<f32> {
     let g = Gguf::open(path).unwrap();
+    let mut opts = SessionOptions::new(512);
+    opts.ubatch = ubatch;
+    if world == 1 {
+        // The reference: the plain model, no communicator at all.
+        let mut m = Glm5::new(Model::load(&g, CpuBackend::new()).unwrap(), opts).unwrap();
+        return m.forward(ids, 0).unwrap();
+    }
     let comms = LocalComm::group(world, Duration::from_secs(60));
     let outs: Vec<Vec<f32>> = std::thread::scope(|s| {
         let handles: Vec<_> = comms
@@ -132,8 +139,6 @@ fn tp_logits(path: &Path, world: usize, ep: bool, ids: &[u32], ubatch: usize) ->
                 s.spawn(move || {
                     let comm: Arc<dyn Communicator<CpuBackend>> = Arc::new(c);
                     let model = Model::load_tp(g, CpuBackend::new(), comm, ep).unwrap();
-                    let mut opts = SessionOptions::new(512);
-                    opts.ubatch = ubatch;
                     let mut m = Glm5::new(model, opts).unwrap();
                     m.forward(ids, 0).unwrap()
                 })
@@ -220,6 +225,57 @@ fn glm_dsa_tp_matches_tp1_and_transformers() {
         logit_range(&want)
     );
     assert!(err <= 1e-3, "{err}");
+}
+
+/// One rank with a communicator runs every collective (an all-reduce of itself, a gather of
+/// its whole vocabulary) and must change nothing: bit-identical to the plain model, in prefill
+/// and in decode steps. The same check runs with NCCL on a GPU (`--features cuda`).
+fn world_one_is_the_plain_model<B: glint_core::Backend + 'static>(
+    backend: impl Fn() -> B,
+    comm: impl Fn(&B) -> Arc<dyn Communicator<B>>,
+) {
+    let reference = reference();
+    let ids = ids_of(&case(&reference, "medium")["ids"]);
+    let g = Gguf::open(fixture_dir().join("glm5-tiny-f32.gguf")).unwrap();
+    let mut opts = SessionOptions::new(256);
+    opts.ubatch = 64;
+    let mut plain = Glm5::new(Model::load(&g, backend()).unwrap(), opts).unwrap();
+    let be = backend();
+    let c = comm(&be);
+    let mut m = Glm5::new(Model::load_tp(&g, be, c, false).unwrap(), opts).unwrap();
+    assert!(m.forward(&ids, 0).unwrap() == plain.forward(&ids, 0).unwrap());
+    plain.reset();
+    m.reset();
+    let (a, b) = (
+        plain.forward_last(&ids[..20], 0),
+        m.forward_last(&ids[..20], 0),
+    );
+    assert!(a.unwrap() == b.unwrap());
+    for t in [5u32, 7, 11, 13] {
+        let x = plain.forward_last(&[t], plain.cache_len()).unwrap();
+        let y = m.forward_last(&[t], m.cache_len()).unwrap();
+        assert!(x == y, "decode token {t}");
+    }
+}
+
+#[test]
+fn world_one_local_comm_is_the_plain_model() {
+    world_one_is_the_plain_model(CpuBackend::new, |_| {
+        Arc::new(LocalComm::group(1, Duration::from_secs(10)).remove(0))
+    });
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn world_one_nccl_is_the_plain_model() {
+    use glint_cuda::CudaBackend;
+    world_one_is_the_plain_model(
+        || CudaBackend::new(0).expect("CUDA device 0"),
+        |be| {
+            let id = glint_tp::NcclComm::unique_id().expect("NCCL unique id");
+            Arc::new(glint_tp::NcclComm::new(be, 0, 1, id).expect("NCCL communicator"))
+        },
+    );
 }
 
 #[test]
