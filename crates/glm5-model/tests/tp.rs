@@ -258,24 +258,30 @@ fn world_one_is_the_plain_model<B: glint_core::Backend + 'static>(
     }
 }
 
-#[test]
-fn world_one_local_comm_is_the_plain_model() {
-    world_one_is_the_plain_model(CpuBackend::new, |_| {
-        Arc::new(LocalComm::group(1, Duration::from_secs(10)).remove(0))
-    });
-}
+/// `world_one::cpu` with the in-process communicator; `world_one::cuda` with NCCL on device 0
+/// (scripts/cuda-tests.sh runs the `::cuda` tests).
+mod world_one {
+    use super::*;
 
-#[cfg(feature = "cuda")]
-#[test]
-fn world_one_nccl_is_the_plain_model() {
-    use glint_cuda::CudaBackend;
-    world_one_is_the_plain_model(
-        || CudaBackend::new(0).expect("CUDA device 0"),
-        |be| {
-            let id = glint_tp::NcclComm::unique_id().expect("NCCL unique id");
-            Arc::new(glint_tp::NcclComm::new(be, 0, 1, id).expect("NCCL communicator"))
-        },
-    );
+    #[test]
+    fn cpu() {
+        world_one_is_the_plain_model(CpuBackend::new, |_| {
+            Arc::new(LocalComm::group(1, Duration::from_secs(10)).remove(0))
+        });
+    }
+
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cuda() {
+        use glint_cuda::CudaBackend;
+        world_one_is_the_plain_model(
+            || CudaBackend::new(0).expect("CUDA device 0"),
+            |be| {
+                let id = glint_tp::NcclComm::unique_id().expect("NCCL unique id");
+                Arc::new(glint_tp::NcclComm::new(be, 0, 1, id).expect("NCCL communicator"))
+            },
+        );
+    }
 }
 
 #[test]
