@@ -268,6 +268,27 @@ fn tp_flags_keep_logits_and_greedy_text() {
         stdout_ok(&o, "generate --tp 4"),
         format!("{prompt}{want}\n")
     );
+    // Processes meeting at a master carry NCCL: on the CPU they are refused up front.
+    let o = glint(&[
+        "generate",
+        "-m",
+        &path,
+        "-p",
+        "x",
+        "-n",
+        "1",
+        "--tp",
+        "2",
+        "--rank",
+        "0",
+        "--master",
+        "127.0.0.1:1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("needs --device cuda"),
+        "{err}"
+    );
     // 4 heads over 8 ranks: refused before anything runs, naming the tensor and the numbers.
     let o = glint(&["generate", "-m", &path, "-p", "x", "-n", "1", "--tp", "8"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -21,7 +21,7 @@ pub mod split;
 
 pub use local::LocalComm;
 #[cfg(feature = "cuda")]
-pub use nccl::NcclComm;
+pub use nccl::{NcclComm, NcclId};
 pub use rendezvous::{header_fingerprint, Rendezvous, RendezvousError};
 pub use split::{cut, Cut, ShardError, Split};
 

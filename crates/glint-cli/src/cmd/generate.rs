@@ -145,20 +145,42 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
     let opts = args.session.options(ctx);
     if args.tp.active(args.session.device)? {
-        // Every rank samples the same token from the same logits with the same seed; rank 0
-        // prints, the others only keep in step.
-        return super::tp::run_ranks(&gguf, &args.tp, opts, |rank, mut model| {
-            if rank == 0 {
-                return stream(model, args, &tok, &prompt, &params);
-            }
-            generate_while(&mut model, &tok, &prompt, &params, |_| true)?;
-            Ok(())
-        });
+        let body = Ranks {
+            args,
+            tok: &tok,
+            prompt: &prompt,
+            params: &params,
+        };
+        super::tp::run_ranks(&gguf, &args.tp, args.session.device, opts, &body)?;
+        return Ok(());
     }
     with_backend!(args.session.device, be => {
         let model = Glm5::load_with(&gguf, be, opts)?;
         stream(model, args, &tok, &prompt, &params)
     })
+}
+
+/// Every rank samples the same token from the same logits with the same seed; rank 0 prints,
+/// the others only keep in step.
+struct Ranks<'r> {
+    args: &'r Args,
+    tok: &'r Tokenizer,
+    prompt: &'r [u32],
+    params: &'r GenerateParams,
+}
+
+impl super::tp::RankBody<()> for Ranks<'_> {
+    fn run<B: Backend>(
+        &self,
+        rank: usize,
+        mut model: Glm5<'_, B>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if rank == 0 {
+            return stream(model, self.args, self.tok, self.prompt, self.params);
+        }
+        generate_while(&mut model, self.tok, self.prompt, self.params, |_| true)?;
+        Ok(())
+    }
 }
 
 /// Prints the prompt (plain mode), then the continuation as it is sampled, then the speeds.
