@@ -118,3 +118,66 @@ fn the_fingerprint_tells_model_files_apart() {
         header_fingerprint(&open("llamacpp/glm5-tiny-lc-q8_0.gguf"))
     );
 }
+
+/// The child half of `two_processes_meet`: does nothing unless started by it.
+#[test]
+fn two_processes_child() {
+    let (Ok(master), Ok(fp)) = (
+        std::env::var("GLINT_TP_TEST_MASTER"),
+        std::env::var("GLINT_TP_TEST_FP"),
+    ) else {
+        return;
+    };
+    let r = Rendezvous {
+        master,
+        rank: 1,
+        world: 2,
+        timeout: Duration::from_secs(20),
+    };
+    match r.join(fp.parse().unwrap(), || Ok(vec![])) {
+        Ok(p) => println!("CHILD-GOT {p:?}"),
+        Err(e) => println!("CHILD-ERR {e}"),
+    }
+}
+
+/// Two processes on loopback: this test binary again as rank 1 (`two_processes_child`), this
+/// process as rank 0; once with the same model fingerprint, once with another.
+#[test]
+fn two_processes_meet() {
+    for (child_fp, ok) in [(42u64, true), (43, false)] {
+        let master = format!("127.0.0.1:{}", free_port());
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "two_processes_child",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("GLINT_TP_TEST_MASTER", &master)
+            .env("GLINT_TP_TEST_FP", child_fp.to_string())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let r = Rendezvous {
+            master,
+            rank: 0,
+            world: 2,
+            timeout: Duration::from_secs(20),
+        };
+        let mine = r.join(42, || Ok(vec![9, 8, 7]));
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if ok {
+            assert_eq!(mine.unwrap(), vec![9, 8, 7]);
+            assert!(text.contains("CHILD-GOT [9, 8, 7]"), "{text}");
+        } else {
+            let e = mine.unwrap_err().to_string();
+            assert!(e.contains("model file"), "{e}");
+            assert!(
+                text.contains("CHILD-ERR") && text.contains("model file"),
+                "{text}"
+            );
+        }
+    }
+}
