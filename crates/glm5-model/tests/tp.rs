@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::{
     case, fixture_dir, ids_of, logit_range, max_abs_diff, read_npy_f32, reference, write_deepseek2,
+    write_fused_gate_up,
 };
 use glint_gguf::Gguf;
 use glint_tp::{Communicator, LocalComm, ShardError, Split};
@@ -92,6 +93,14 @@ fn deepseek2_file(dir: &Path, fused: bool) -> std::path::PathBuf {
     path
 }
 
+/// The glm-dsa fixture with each layer's expert gate and up fused (`ffn_gate_up_exps`).
+fn fused_gate_up_file(dir: &Path) -> std::path::PathBuf {
+    let src = Gguf::open(fixture_dir().join("glm5-tiny-f32.gguf")).unwrap();
+    let path = dir.join("fused-gate-up.gguf");
+    assert!(write_fused_gate_up(&src, &path) >= 3);
+    path
+}
+
 #[test]
 fn shards_reassemble_to_the_full_tensors() {
     let d = fixture_dir();
@@ -102,6 +111,7 @@ fn shards_reassemble_to_the_full_tensors() {
         d.join("llamacpp/glm5-tiny-lc-q4_0.gguf"),
         deepseek2_file(tmp.path(), false),
         deepseek2_file(tmp.path(), true),
+        fused_gate_up_file(tmp.path()),
     ];
     for f in &files {
         let g = Gguf::open(f).unwrap();
@@ -293,6 +303,19 @@ fn deepseek2_fused_kv_b_tp_matches_tp1() {
         &deepseek2_file(tmp.path(), true),
         &ids,
         "deepseek2 fused kv_b",
+    );
+}
+
+#[test]
+fn fused_gate_up_experts_tp_matches_tp1() {
+    // Each rank must take its rows of the gate AND of the up half of every expert.
+    let reference = reference();
+    let ids = ids_of(&case(&reference, "short")["ids"]);
+    let tmp = tempfile::tempdir().unwrap();
+    check_tp(
+        &fused_gate_up_file(tmp.path()),
+        &ids,
+        "fused ffn_gate_up_exps",
     );
 }
 

@@ -219,3 +219,51 @@ pub fn write_deepseek2(src: &Gguf, out: &Path, fused: bool) {
     let refs: Vec<(TensorSpec, &[u8])> = tensors.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
     write_gguf(out, &meta, &refs).unwrap();
 }
+
+/// Rewrites `src` with each MoE layer's `ffn_gate_exps`/`ffn_up_exps` fused into one
+/// `ffn_gate_up_exps` (per expert its gate rows, then its up rows, as newer llama.cpp files
+/// store them); returns how many layers were fused.
+pub fn write_fused_gate_up(src: &Gguf, out: &Path) -> usize {
+    let mut owned: Vec<(TensorSpec, Vec<u8>)> = Vec::new();
+    let mut n_fused = 0;
+    for t in src.tensors() {
+        if t.name.ends_with("ffn_up_exps.weight") {
+            continue;
+        }
+        if let Some(prefix) = t.name.strip_suffix("ffn_gate_exps.weight") {
+            let (cols, rows, ne) = (t.dims[0] as usize, t.dims[1] as usize, t.dims[2] as usize);
+            let gate = src.tensor_data(t);
+            let up = src
+                .tensor_bytes(&format!("{prefix}ffn_up_exps.weight"))
+                .unwrap()
+                .1;
+            let slab = rows * cols * 4;
+            let mut fused = Vec::with_capacity(2 * gate.len());
+            for e in 0..ne {
+                fused.extend_from_slice(&gate[e * slab..(e + 1) * slab]);
+                fused.extend_from_slice(&up[e * slab..(e + 1) * slab]);
+            }
+            owned.push((
+                TensorSpec {
+                    name: format!("{prefix}ffn_gate_up_exps.weight"),
+                    ty: t.ty,
+                    dims: vec![cols as u64, 2 * rows as u64, ne as u64],
+                },
+                fused,
+            ));
+            n_fused += 1;
+            continue;
+        }
+        owned.push((
+            TensorSpec {
+                name: t.name.clone(),
+                ty: t.ty,
+                dims: t.dims.clone(),
+            },
+            src.tensor_data(t).to_vec(),
+        ));
+    }
+    let refs: Vec<(TensorSpec, &[u8])> = owned.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    write_gguf(out, src.metadata().entries(), &refs).unwrap();
+    n_fused
+}
