@@ -387,7 +387,10 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
         "waiting": s.waiting.load(Ordering::Relaxed),
         "free_blocks": s.free_blocks.load(Ordering::Relaxed),
         "total_blocks": s.total_blocks.load(Ordering::Relaxed),
+        "cached_blocks": s.cached_blocks.load(Ordering::Relaxed),
         "steps": s.steps.load(Ordering::Relaxed),
+        "prefix_hit_tokens": s.prefix_hit_tokens.load(Ordering::Relaxed),
+        "preemptions": s.preemptions.load(Ordering::Relaxed),
         "prompt_tokens": s.prompt_tokens.load(Ordering::Relaxed),
         "generated_tokens": s.generated_tokens.load(Ordering::Relaxed),
     });
