@@ -295,6 +295,22 @@ fn preempted_requests_give_the_answers_they_give_alone() {
             assert_eq!(c.prefix_hit_tokens, 0);
         }
         assert_eq!(s.free_blocks(), s.total_blocks());
+        // One request that could never fit this pool alone (224 tokens, under max_ctx) is
+        // refused up front, not left to wait or preempt forever.
+        let e = s
+            .submit(Request {
+                id: 99,
+                prompt: vec![1; 200],
+                max_new_tokens: 25,
+                sampler: SamplerConfig::greedy(),
+                stop_tokens: vec![],
+            })
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("225 tokens of prompt + budget exceed the pool's 224"),
+            "{e}"
+        );
         all_blocks_free(&mut s);
     }
 }

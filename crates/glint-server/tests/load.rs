@@ -43,6 +43,9 @@ async fn a_thousand_streams_with_preemption_and_hangups_all_answer_as_alone() {
         prefix_caching: true,
     };
     assert!(longest <= 128, "prompts fit max_ctx: {longest}");
+    // Different prompts answer differently, so a stream given another request's tokens shows.
+    let texts: std::collections::HashSet<&String> = want.iter().map(|w| &w.1).collect();
+    assert_eq!(texts.len(), want.len(), "every prompt has its own answer");
     let s = start(cfg).await;
     let c = client();
     let (rss0, _) = load::rss_kib();
