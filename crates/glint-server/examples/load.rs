@@ -8,8 +8,9 @@
 //! cargo run --release -p glint-server --example load -- requests=1024 max_seqs=32 n_blocks=40
 //! ```
 //! Options (`key=value`): requests (1024), distinct (24), max_tokens (16), disconnect_every
-//! (10), max_seqs (32), n_blocks (40), block_size (16), ubatch (64), prefix_caching (true),
-//! model (fixtures/glm5/glm5-tiny-f32.gguf).
+//! (10), rate (requests/s evenly spaced; 0 = all at once), max_seqs (32), n_blocks (40),
+//! block_size (16), ubatch (64), prefix_caching (true), model
+//! (fixtures/glm5/glm5-tiny-f32.gguf).
 
 #[path = "../tests/common/load.rs"]
 mod load;
@@ -40,6 +41,10 @@ fn main() {
         distinct: num("distinct", 24),
         max_tokens: num("max_tokens", 16),
         disconnect_every: num("disconnect_every", 10),
+        rate: opt
+            .get("rate")
+            .map(|v| v.parse().expect("rate: requests per second"))
+            .unwrap_or(0.0),
     };
     let model = opt.get("model").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5/glm5-tiny-f32.gguf")
@@ -105,8 +110,9 @@ fn main() {
         let m = load::metrics(&text);
         let generated = m["glint_generation_tokens_total"];
         println!(
-            "{} requests ({} hung up), {} tokens each, max_seqs {}, {} blocks of {}, prefix caching {}",
+            "{} requests (rate {}/s, 0 = burst; {} hung up), {} tokens each, max_seqs {}, {} blocks of {}, prefix caching {}",
             spec.requests,
+            spec.rate,
             out.len() - done.len(),
             spec.max_tokens,
             scheduler.max_seqs,

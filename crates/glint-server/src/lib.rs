@@ -263,6 +263,13 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
             source,
         })?;
     let addr = listener.local_addr()?;
+    // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+    // until the client acknowledges the previous, which delayed ACKs put off by ~40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let app = router(state.clone(), cfg.max_body_bytes);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {

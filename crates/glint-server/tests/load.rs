@@ -22,6 +22,7 @@ async fn a_thousand_streams_with_preemption_and_hangups_all_answer_as_alone() {
         distinct: 24,
         max_tokens: 16,
         disconnect_every: 10,
+        rate: 0.0,
     };
     let want = load::alone(
         &model_path(),

@@ -25,6 +25,8 @@ pub struct LoadSpec {
     pub max_tokens: usize,
     /// Every `disconnect_every`-th client hangs up after its first text chunk (0: none).
     pub disconnect_every: usize,
+    /// Requests per second, evenly spaced (0: all at once, a burst).
+    pub rate: f64,
 }
 
 /// What one client saw.
@@ -161,8 +163,9 @@ async fn one(
     o
 }
 
-/// Sends `spec.requests` streaming requests at once to `base` (`http://addr`); returns every
-/// client's outcome and the wall time from the first send to the last answer.
+/// Sends `spec.requests` streaming requests to `base` (`http://addr`), at once or at
+/// `spec.rate`; returns every client's outcome and the wall time from the first send to the
+/// last answer.
 pub async fn run(base: &str, spec: LoadSpec) -> (Vec<Outcome>, Duration) {
     let prompts = prompts(spec.distinct);
     let c = reqwest::Client::builder()
@@ -176,14 +179,24 @@ pub async fn run(base: &str, spec: LoadSpec) -> (Vec<Outcome>, Duration) {
         .map(|i| {
             let k = i % spec.distinct;
             let disconnect = spec.disconnect_every > 0 && i % spec.disconnect_every == 3;
-            tokio::spawn(one(
+            let start = t0
+                + Duration::from_secs_f64(if spec.rate > 0.0 {
+                    i as f64 / spec.rate
+                } else {
+                    0.0
+                });
+            let req = one(
                 c.clone(),
                 url.clone(),
                 k,
                 prompts[k].clone(),
                 spec.max_tokens,
                 disconnect,
-            ))
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                req.await
+            })
         })
         .collect();
     let mut out = Vec::with_capacity(tasks.len());
