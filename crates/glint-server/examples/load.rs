@@ -12,13 +12,14 @@
 //! block_size (16), ubatch (64), prefix_caching (true), model
 //! (fixtures/glm5/glm5-tiny-f32.gguf).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "../tests/common/load.rs"]
 mod load;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use glint_engine::scheduler::SchedulerConfig;
-use glint_server::ServerConfig;
 
 fn main() {
     let mut opt = std::collections::HashMap::new();
@@ -46,9 +47,10 @@ fn main() {
             .map(|v| v.parse().expect("rate: requests per second"))
             .unwrap_or(0.0),
     };
-    let model = opt.get("model").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/glm5/glm5-tiny-f32.gguf")
-    });
+    let model = opt
+        .get("model")
+        .map(PathBuf::from)
+        .unwrap_or_else(common::model_path);
     let scheduler = SchedulerConfig {
         max_tokens: num("ubatch", 64),
         max_seqs: num("max_seqs", 32),
@@ -59,17 +61,11 @@ fn main() {
         prefix_caching: opt.get("prefix_caching").is_none_or(|v| v != "false"),
     };
     let want = load::alone(&model, &load::prompts(spec.distinct), spec.max_tokens);
-    let cfg = ServerConfig {
-        model,
-        host: "127.0.0.1".into(),
-        port: 0,
-        model_id: Some("glm5-tiny".into()),
-        api_key: None,
-        scheduler,
-        queue: spec.requests,
-        max_body_bytes: 64 << 10,
-        device: Default::default(),
-    };
+    // The tests' server (loopback, port 0), with this run's model, scheduler and queue.
+    let mut cfg = common::config();
+    cfg.model = model;
+    cfg.scheduler = scheduler;
+    cfg.queue = spec.requests;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
