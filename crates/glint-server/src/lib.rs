@@ -263,6 +263,13 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
             source,
         })?;
     let addr = listener.local_addr()?;
+    // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+    // until the client acknowledges the previous, which delayed ACKs put off by ~40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let app = router(state.clone(), cfg.max_body_bytes);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -387,7 +394,10 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
         "waiting": s.waiting.load(Ordering::Relaxed),
         "free_blocks": s.free_blocks.load(Ordering::Relaxed),
         "total_blocks": s.total_blocks.load(Ordering::Relaxed),
+        "cached_blocks": s.cached_blocks.load(Ordering::Relaxed),
         "steps": s.steps.load(Ordering::Relaxed),
+        "prefix_hit_tokens": s.prefix_hit_tokens.load(Ordering::Relaxed),
+        "preemptions": s.preemptions.load(Ordering::Relaxed),
         "prompt_tokens": s.prompt_tokens.load(Ordering::Relaxed),
         "generated_tokens": s.generated_tokens.load(Ordering::Relaxed),
     });
