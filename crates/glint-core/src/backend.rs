@@ -20,7 +20,7 @@ use glint_gguf::GgmlType;
 
 use crate::cache_type::CacheType;
 use crate::error::Result;
-use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, Rows, StepSizes};
 
 pub trait Backend: Send + Sync {
     /// A device buffer of f32.
@@ -240,17 +240,15 @@ pub trait Backend: Send + Sync {
     fn add(&self, a: &mut Self::Buf, b: &Self::Buf, n: usize) -> Result<()>;
     /// `a[i] *= s` for `i < n`.
     fn scale(&self, a: &mut Self::Buf, s: f32, n: usize) -> Result<()>;
-    /// Strided 2-D copy: `rows` rows of `cols` values from `src[src_off + r·src_stride ..]` to
-    /// `dst[dst_off + r·dst_stride ..]`. Slicing, concatenation and cache appends are all this.
-    #[allow(clippy::too_many_arguments)]
+    /// Strided 2-D copy: `rows` rows of `cols` values, row `r` from `src[from.off +
+    /// r·from.stride ..]` to `dst[to.off + r·to.stride ..]`. Slicing and concatenation are
+    /// this.
     fn copy2d(
         &self,
         src: &Self::Buf,
-        src_off: usize,
-        src_stride: usize,
+        from: Rows,
         dst: &mut Self::Buf,
-        dst_off: usize,
-        dst_stride: usize,
+        to: Rows,
         rows: usize,
         cols: usize,
     ) -> Result<()>;

@@ -17,7 +17,7 @@ use glint_gguf::GgmlType;
 
 use crate::backend::{Backend, Pages};
 use crate::cache_type::CacheType;
-use crate::params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams};
+use crate::params::{AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams, Rows};
 
 /// Runs every check and panics at the end listing each failed check with its message (naming
 /// the op, the case and the worst element), so one run on a remote GPU shows every failure.
@@ -468,8 +468,15 @@ fn elementwise<B: Backend>(be: &B) {
     // copy2d: a 3 × 4 block between strided layouts.
     let src: Vec<f32> = (0..40).map(|i| i as f32).collect();
     let mut dst = be.alloc(50).expect("alloc");
-    be.copy2d(&up(be, &src), 2, 9, &mut dst, 5, 11, 3, 4)
-        .expect("copy2d");
+    be.copy2d(
+        &up(be, &src),
+        Rows::of(9).at(2),
+        &mut dst,
+        Rows::of(11).at(5),
+        3,
+        4,
+    )
+    .expect("copy2d");
     let got = down(be, &dst, 50);
     for (i, &v) in got.iter().enumerate() {
         let (rr, c) = (

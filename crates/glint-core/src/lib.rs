@@ -15,5 +15,5 @@ pub use cpu::{CpuBackend, CpuWeight};
 pub use error::{CoreError, Result};
 pub use glint_gguf::GgmlType;
 pub use params::{
-    AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams, StepSizes,
+    AttnParams, Gating, IndexerParams, RopeMode, RopeParams, RouterParams, Rows, StepSizes,
 };

@@ -99,3 +99,71 @@ pub struct StepSizes {
     /// Rotated pairs per head (rope dims / 2).
     pub rope_pairs: usize,
 }
+
+/// Where a run of rows sits in a flat buffer: row `r` starts at element `off + r·stride`.
+/// Strided ops take one per buffer, so each side's layout is named where the op is called
+/// (`Rows::of(2 * f).at(f)`: rows 2f apart, from element f) rather than passed as four bare
+/// numbers whose order is easy to get wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    pub off: usize,
+    pub stride: usize,
+}
+
+impl Rows {
+    /// Rows `stride` elements apart, from element 0.
+    pub const fn of(stride: usize) -> Self {
+        Rows { off: 0, stride }
+    }
+    /// The same rows, starting at element `off`.
+    pub const fn at(self, off: usize) -> Self {
+        Rows { off, ..self }
+    }
+    /// Elements a buffer must hold for `rows` rows of `cols` values laid out this way, or
+    /// `None` when that overflows.
+    pub fn extent(self, rows: usize, cols: usize) -> Option<usize> {
+        if rows == 0 || cols == 0 {
+            return Some(0);
+        }
+        (rows - 1)
+            .checked_mul(self.stride)?
+            .checked_add(self.off)?
+            .checked_add(cols)
+    }
+
+    /// Checks that buffer `what` of `op`, holding `len` elements, holds `rows` rows of `cols`
+    /// laid out this way (the size check every backend makes).
+    pub fn check(
+        self,
+        op: &'static str,
+        what: &'static str,
+        rows: usize,
+        cols: usize,
+        len: usize,
+    ) -> crate::Result<()> {
+        let Some(end) = self.extent(rows, cols) else {
+            return Err(crate::CoreError::Param {
+                op,
+                msg: format!("{what}: {rows} rows of {cols} at {self:?} overflow"),
+            });
+        };
+        crate::error::need(op, what, end, len)
+    }
+}
+
+#[cfg(test)]
+mod rows_tests {
+    use super::Rows;
+
+    #[test]
+    fn extent_is_the_last_rows_end_and_overflow_is_an_error() {
+        // 3 rows of 4 from element 2, 9 apart: the last row is [20, 24).
+        assert_eq!(Rows::of(9).at(2).extent(3, 4), Some(24));
+        assert_eq!(Rows::of(9).extent(0, 4), Some(0));
+        assert!(Rows::of(9).at(2).check("copy2d", "src", 3, 4, 24).is_ok());
+        let short = Rows::of(9).at(2).check("copy2d", "src", 3, 4, 23);
+        assert!(short.unwrap_err().to_string().contains("src"));
+        let huge = Rows::of(usize::MAX / 2).check("copy2d", "dst", 4, 1, usize::MAX);
+        assert!(huge.unwrap_err().to_string().contains("overflow"));
+    }
+}

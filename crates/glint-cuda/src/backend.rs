@@ -13,7 +13,7 @@ use cudarc::driver::{
 use glint_core::error::need;
 use glint_core::{
     AttnParams, Backend, CacheType, CoreError, GgmlType, IndexerParams, Pages, Result, RopeParams,
-    RouterParams, StepSizes,
+    RouterParams, Rows, StepSizes,
 };
 
 use crate::buffers::{CudaBuf, CudaCache, CudaIds, CudaWeight};
@@ -457,17 +457,13 @@ impl Backend for CudaBackend {
     fn copy2d(
         &self,
         src: &CudaBuf,
-        src_off: usize,
-        src_stride: usize,
+        from: Rows,
         dst: &mut CudaBuf,
-        dst_off: usize,
-        dst_stride: usize,
+        to: Rows,
         rows: usize,
         cols: usize,
     ) -> Result<()> {
-        crate::elementwise::copy2d(
-            self, src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols,
-        )
+        crate::elementwise::copy2d(self, src, from, dst, to, rows, cols)
     }
     fn set_rows(
         &self,

@@ -4,7 +4,7 @@
 
 use cudarc::driver::PushKernelArg;
 use glint_core::error::need;
-use glint_core::{CoreError, Result, RopeMode, RopeParams};
+use glint_core::{CoreError, Result, RopeMode, RopeParams, Rows};
 
 use crate::backend::{dev, grid_1d, grid_rows, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
@@ -233,11 +233,9 @@ pub(crate) fn scale(be: &CudaBackend, a: &mut CudaBuf, s: f32, n: usize) -> Resu
 pub(crate) fn copy2d(
     be: &CudaBackend,
     src: &CudaBuf,
-    src_off: usize,
-    src_stride: usize,
+    from: Rows,
     dst: &mut CudaBuf,
-    dst_off: usize,
-    dst_stride: usize,
+    to: Rows,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
@@ -245,14 +243,14 @@ pub(crate) fn copy2d(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    need(op, "src", src_off + (rows - 1) * src_stride + cols, src.len)?;
-    need(op, "dst", dst_off + (rows - 1) * dst_stride + cols, dst.len)?;
+    from.check(op, "src", rows, cols, src.len)?;
+    to.check(op, "dst", rows, cols, dst.len)?;
     let f = be.func(FAM, "copy2d")?;
     let a = [
-        src_off as i64,
-        src_stride as i64,
-        dst_off as i64,
-        dst_stride as i64,
+        from.off as i64,
+        from.stride as i64,
+        to.off as i64,
+        to.stride as i64,
         rows as i64,
         cols as i64,
     ];

@@ -5,7 +5,7 @@
 //! up-projection `W_UV_h` is applied after attention. Attention then is MQA over one shared
 //! 576-wide row per token, which is what makes the cache small and decode cheap.
 
-use glint_core::{AttnParams, Backend, IndexerParams, RopeMode, RopeParams};
+use glint_core::{AttnParams, Backend, IndexerParams, RopeMode, RopeParams, Rows};
 
 use crate::cache::PoolLayer;
 use crate::error::{MlaError, Result};
@@ -230,13 +230,12 @@ pub fn forward<B: Backend>(
 
     // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
     be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
+    let (rows_of_row, rows_of_lora) = (Rows::of(row), Rows::of(d.kv_lora));
     be.copy2d(
         &sc.kv_rows,
-        0,
-        row,
+        rows_of_row,
         &mut sc.kv_raw,
-        0,
-        d.kv_lora,
+        rows_of_lora,
         n,
         d.kv_lora,
     )?;
@@ -250,11 +249,9 @@ pub fn forward<B: Backend>(
     )?;
     be.copy2d(
         &sc.kv_normed,
-        0,
-        d.kv_lora,
+        rows_of_lora,
         &mut sc.kv_rows,
-        0,
-        row,
+        rows_of_row,
         n,
         d.kv_lora,
     )?;
@@ -267,25 +264,29 @@ pub fn forward<B: Backend>(
     be.cache_set_rows(&sc.kv_rows, &step.slots, n, &mut pool.latent)?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
-    be.copy2d(&sc.q, 0, qk, &mut sc.q_nope, 0, d.nope, n * h, d.nope)?;
+    let q_rows = Rows::of(qk);
+    be.copy2d(
+        &sc.q,
+        q_rows,
+        &mut sc.q_nope,
+        Rows::of(d.nope),
+        n * h,
+        d.nope,
+    )?;
     be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
     be.copy2d(
         &sc.q_absorbed,
-        0,
-        d.kv_lora,
+        rows_of_lora,
         &mut sc.q_mqa,
-        0,
-        row,
+        rows_of_row,
         n * h,
         d.kv_lora,
     )?;
     be.copy2d(
         &sc.q,
-        d.nope,
-        qk,
+        q_rows.at(d.nope),
         &mut sc.q_mqa,
-        d.kv_lora,
-        row,
+        rows_of_row.at(d.kv_lora),
         n * h,
         d.rope,
     )?;

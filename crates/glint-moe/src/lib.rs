@@ -4,7 +4,7 @@
 //! expert-indexed matmul, an ungated shared expert, and the dense SwiGLU MLP of the leading
 //! dense blocks.
 
-use glint_core::{Backend, Result, RouterParams};
+use glint_core::{Backend, Result, RouterParams, Rows};
 
 pub use glint_core::cpu::router::route_token;
 pub use glint_core::{Gating, RouterParams as Router};
@@ -162,8 +162,16 @@ pub fn moe<B: Backend>(
             // One product into expert_out ([n·k × 2·d_ff]), split by slot.
             let f = w.d_ff;
             be.mul_mat_id_planned(gu, ids, plan, k, x, false, n, &mut sc.expert_out)?;
-            be.copy2d(&sc.expert_out, 0, 2 * f, &mut sc.gate, 0, f, n * k, f)?;
-            be.copy2d(&sc.expert_out, f, 2 * f, &mut sc.up, 0, f, n * k, f)?;
+            let halves = Rows::of(2 * f);
+            be.copy2d(&sc.expert_out, halves, &mut sc.gate, Rows::of(f), n * k, f)?;
+            be.copy2d(
+                &sc.expert_out,
+                halves.at(f),
+                &mut sc.up,
+                Rows::of(f),
+                n * k,
+                f,
+            )?;
         }
     }
     be.silu_mul(&sc.gate, &sc.up, len, &mut sc.act)?;

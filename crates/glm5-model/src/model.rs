@@ -7,7 +7,7 @@
 //! it chunks a prompt into micro-batches of `ubatch` tokens, so prefill memory is bounded by the
 //! micro-batch, not the prompt.
 
-use glint_core::Backend;
+use glint_core::{Backend, Rows};
 use glint_gguf::Gguf;
 use glint_mla::{
     BatchPlan, CacheTypes, KvPool, Logits, MlaDims, MlaScratch, Rope, SeqCache, StepInputs,
@@ -566,11 +566,9 @@ impl<'a, B: Backend> Model<'a, B> {
                 for r in 0..w {
                     be.copy2d(
                         &st.logits_gathered,
-                        r * rows * part,
-                        part,
+                        Rows::of(part).at(r * rows * part),
                         &mut st.logits,
-                        r * part,
-                        nv,
+                        Rows::of(nv).at(r * part),
                         rows,
                         part,
                     )?;

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use crate::error::{need, CoreError, Result};
-use crate::params::{RopeMode, RopeParams};
+use crate::params::{RopeMode, RopeParams, Rows};
 
 pub(crate) fn rms_norm(
     x: &[f32],
@@ -198,35 +198,22 @@ pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Resul
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn copy2d(
     src: &[f32],
-    src_off: usize,
-    src_stride: usize,
+    from: Rows,
     dst: &mut [f32],
-    dst_off: usize,
-    dst_stride: usize,
+    to: Rows,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    need(
-        "copy2d",
-        "src",
-        src_off + (rows - 1) * src_stride + cols,
-        src.len(),
-    )?;
-    need(
-        "copy2d",
-        "dst",
-        dst_off + (rows - 1) * dst_stride + cols,
-        dst.len(),
-    )?;
+    from.check("copy2d", "src", rows, cols, src.len())?;
+    to.check("copy2d", "dst", rows, cols, dst.len())?;
     for r in 0..rows {
-        dst[dst_off + r * dst_stride..dst_off + r * dst_stride + cols]
-            .copy_from_slice(&src[src_off + r * src_stride..src_off + r * src_stride + cols]);
+        let (s, d) = (from.off + r * from.stride, to.off + r * to.stride);
+        dst[d..d + cols].copy_from_slice(&src[s..s + cols]);
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ pub use weight::{decode_to_f32, CpuWeight};
 use crate::backend::{Backend, Pages};
 use crate::cache_type::CacheType;
 use crate::error::{need, try_zeroed, Result};
-use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, StepSizes};
+use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, Rows, StepSizes};
 
 thread_local! {
     /// Router scratch, kept so routing a warm step does not allocate.
@@ -208,17 +208,13 @@ impl Backend for CpuBackend {
     fn copy2d(
         &self,
         src: &Vec<f32>,
-        src_off: usize,
-        src_stride: usize,
+        from: Rows,
         dst: &mut Vec<f32>,
-        dst_off: usize,
-        dst_stride: usize,
+        to: Rows,
         rows: usize,
         cols: usize,
     ) -> Result<()> {
-        elementwise::copy2d(
-            src, src_off, src_stride, dst, dst_off, dst_stride, rows, cols,
-        )
+        elementwise::copy2d(src, from, dst, to, rows, cols)
     }
 
     fn set_rows(
