@@ -20,6 +20,7 @@ pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod text;
+pub mod tools;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,6 +50,7 @@ use crate::api::{ChatRequest, Common, CompletionRequest, PromptInput, Settings};
 use crate::engine::{EngineHandle, EngineStats, GenRequest, Out, TokenLogprobs};
 use crate::error::ApiError;
 use crate::text::{ReasoningSplitter, Split, TextPipeline, THINK_CLOSE, THINK_OPEN};
+use crate::tools::{ToolEvent, ToolParser, Tools};
 
 /// How `glint serve` is set up.
 #[derive(Debug, Clone)]
@@ -116,6 +118,8 @@ pub struct AppState {
     /// `<think>` and `</think>` as token ids, when the vocabulary has them: they are control
     /// tokens (printing nothing) but the reasoning split needs to see them.
     think: Option<(u32, u32)>,
+    /// The tool-call tags as token ids and their text (printed when a request has tools).
+    tool_tags: Vec<(u32, &'static str)>,
     /// What ends a chat turn: the GGUF's end-of-generation ids plus GLM's turn tokens.
     chat_stops: Vec<u32>,
     next_response: AtomicU64,
@@ -224,6 +228,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
     let think = tokenizer
         .token_to_id(THINK_OPEN)
         .zip(tokenizer.token_to_id(THINK_CLOSE));
+    let tool_tags = tools::TAGS
+        .iter()
+        .filter_map(|t| tokenizer.token_to_id(t).map(|id| (id, *t)))
+        .collect();
     let mut chat_stops = tokenizer.eog_ids().to_vec();
     for t in ["<|user|>", "<|observation|>", "<|endoftext|>"] {
         if let Some(id) = tokenizer.token_to_id(t) {
@@ -251,6 +259,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         api_key: cfg.api_key.clone(),
         created: now(),
         think,
+        tool_tags,
         chat_stops,
         next_response: AtomicU64::new(1),
         metrics: Default::default(),
@@ -428,6 +437,9 @@ struct Prepared {
     settings: Settings,
     /// Chat: whether generation starts inside a reasoning block.
     reasoning: Option<bool>,
+    /// Chat with `tools`: the tools to parse calls of, and the text the answer starts with.
+    tools: Option<Tools>,
+    prefill: Option<String>,
 }
 
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
@@ -489,14 +501,28 @@ fn render_prompt(
     st: &AppState,
     messages: Vec<Value>,
     kwargs: Option<&serde_json::Map<String, Value>>,
+    tools: Option<Vec<Value>>,
 ) -> Result<(String, Vec<u32>), ApiError> {
+    let text = render_text(st, messages, kwargs, tools)?;
+    let prompt = encode(st, &text, false)?;
+    Ok((text, prompt))
+}
+
+/// The chat template's text for `messages` (and `kwargs`, `tools`).
+fn render_text(
+    st: &AppState,
+    messages: Vec<Value>,
+    kwargs: Option<&serde_json::Map<String, Value>>,
+    tools: Option<Vec<Value>>,
+) -> Result<String, ApiError> {
     let tmpl = st.template.as_ref().ok_or_else(|| {
         ApiError::bad_request("this model has no chat template; use /v1/completions")
     })?;
     let mut ctx = json!({"add_generation_prompt": true});
     if let Some(kw) = kwargs {
         for (k, val) in kw {
-            if k == "messages" || k == "add_generation_prompt" {
+            if k == "messages" || k == "add_generation_prompt" || (k == "tools" && tools.is_some())
+            {
                 return Err(ApiError::field(
                     format!("chat_template_kwargs.{k}"),
                     "is set by the server",
@@ -506,11 +532,11 @@ fn render_prompt(
         }
     }
     ctx["messages"] = Value::Array(messages);
-    let text = tmpl
-        .render_json(&ctx)
-        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
-    let prompt = encode(st, &text, false)?;
-    Ok((text, prompt))
+    if let Some(t) = tools {
+        ctx["tools"] = Value::Array(t);
+    }
+    tmpl.render_json(&ctx)
+        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))
 }
 
 fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
@@ -519,7 +545,16 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let req: ChatRequest = api::view(&v)?;
     let settings = common.settings(&st.model_id)?;
     let messages = req.template_messages()?;
-    let (text, prompt) = render_prompt(st, messages, req.chat_template_kwargs.as_ref())?;
+    let plan = req.tool_plan()?;
+    let mut text = render_text(st, messages, req.chat_template_kwargs.as_ref(), plan.render)?;
+    if let Some(p) = &plan.prefill {
+        // A forced call is the answer: it starts after the reasoning block.
+        if st.think.is_some() && ReasoningSplitter::prompt_opens_reasoning(&text) {
+            text.push_str(THINK_CLOSE);
+        }
+        text.push_str(p);
+    }
+    let prompt = encode(st, &text, false)?;
     let field = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
     } else {
@@ -546,6 +581,8 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         },
         settings,
         reasoning,
+        tools: plan.tools,
+        prefill: plan.prefill,
     })
 }
 
@@ -555,7 +592,7 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let plan = req.plan(&st.model_id)?;
     let mut kw = serde_json::Map::new();
     kw.insert("enable_thinking".into(), plan.enable_thinking.into());
-    let (text, prompt) = render_prompt(st, plan.messages, Some(&kw))?;
+    let (text, prompt) = render_prompt(st, plan.messages, Some(&kw), None)?;
     let max_new_tokens = budget(st, prompt.len(), plan.settings.max_tokens, "max_tokens")?;
     let reasoning = st
         .think
@@ -572,6 +609,8 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         },
         settings: plan.settings,
         reasoning,
+        tools: None,
+        prefill: None,
     })
 }
 
@@ -608,6 +647,8 @@ fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> 
         },
         settings,
         reasoning: None,
+        tools: None,
+        prefill: None,
     })
 }
 
@@ -671,32 +712,7 @@ async fn handle(
         Err(e) => return error_response(kind, e),
     };
     let n = st.next_response.fetch_add(1, Ordering::Relaxed);
-    let resp = Responder {
-        id: match prepared.kind {
-            Kind::Chat => format!("chatcmpl-{n:016x}"),
-            Kind::Completion => format!("cmpl-{n:016x}"),
-            Kind::Messages => format!("msg_{n:016x}"),
-        },
-        created: now(),
-        pipe: TextPipeline::new(
-            prepared.settings.stops.clone(),
-            prepared.reasoning.map(ReasoningSplitter::new),
-        ),
-        kind: prepared.kind,
-        prompt_tokens,
-        prompt: prepared.gen.prompt,
-        tokens: Vec::new(),
-        settings: prepared.settings,
-        rx: Some(rx),
-        st,
-        sent_role: false,
-        done: false,
-        counted: false,
-        logprobs: prepared.gen.logprobs.is_some(),
-        lp_pending: Vec::new(),
-        lp_offset: 0,
-        blocks: anthropic::Blocks::default(),
-    };
+    let resp = Responder::new(st, prepared, prompt_tokens, rx, n);
     if resp.settings.stream {
         stream_response(resp)
     } else {
@@ -727,6 +743,10 @@ struct Responder {
     lp_offset: usize,
     /// `/v1/messages`: the content blocks so far.
     blocks: anthropic::Blocks,
+    /// Whether the request has tools (their tags print, the parser runs).
+    tools_on: bool,
+    /// Tool call ids: this and the call's number.
+    call_prefix: String,
 }
 
 impl Drop for Responder {
@@ -744,6 +764,65 @@ enum Step {
 }
 
 impl Responder {
+    /// The output side of request number `n`, reading `rx`.
+    fn new(
+        st: Arc<AppState>,
+        prepared: Prepared,
+        prompt_tokens: usize,
+        rx: mpsc::Receiver<Out>,
+        n: u64,
+    ) -> Self {
+        let mut pipe = TextPipeline::new(
+            prepared.settings.stops.clone(),
+            prepared.reasoning.map(ReasoningSplitter::new),
+        );
+        let tools_on = prepared.tools.is_some();
+        if let Some(t) = prepared.tools {
+            let mut parser = ToolParser::new(t);
+            if let Some(p) = &prepared.prefill {
+                // The prompt ends with the call's opening: the parser reads it first (it
+                // decides nothing before the name is complete).
+                let ev = parser.push(p);
+                debug_assert!(ev.is_empty(), "{ev:?}");
+            }
+            pipe = pipe.with_tools(parser);
+        }
+        Self {
+            id: match prepared.kind {
+                Kind::Chat => format!("chatcmpl-{n:016x}"),
+                Kind::Completion => format!("cmpl-{n:016x}"),
+                Kind::Messages => format!("msg_{n:016x}"),
+            },
+            created: now(),
+            pipe,
+            kind: prepared.kind,
+            prompt_tokens,
+            prompt: prepared.gen.prompt,
+            tokens: Vec::new(),
+            settings: prepared.settings,
+            rx: Some(rx),
+            st,
+            sent_role: false,
+            done: false,
+            counted: false,
+            logprobs: prepared.gen.logprobs.is_some(),
+            lp_pending: Vec::new(),
+            lp_offset: 0,
+            blocks: anthropic::Blocks::default(),
+            tools_on,
+            call_prefix: format!("call_{n:016x}_"),
+        }
+    }
+
+    /// `finish_reason`: `tool_calls` when the answer ended (not cut) after calling tools.
+    fn finish_reason(&self, reason: &'static str) -> &'static str {
+        if reason == "stop" && self.pipe.tool_calls() > 0 {
+            "tool_calls"
+        } else {
+            reason
+        }
+    }
+
     fn count(&mut self, reason: &str) {
         if !self.counted {
             self.counted = true;
@@ -752,6 +831,11 @@ impl Responder {
     }
 
     fn bytes_of(&self, t: u32) -> Vec<u8> {
+        if self.tools_on {
+            if let Some((_, tag)) = self.st.tool_tags.iter().find(|(id, _)| *id == t) {
+                return tag.as_bytes().to_vec();
+            }
+        }
         if self.kind != Kind::Completion {
             if let Some((open, close)) = self.st.think {
                 if t == open {
@@ -925,6 +1009,23 @@ impl Responder {
             }
             Kind::Chat => {
                 let mut message = json!({"role": "assistant", "content": text.content});
+                if self.tools_on {
+                    let (_, calls) = tools::assemble(&text.events);
+                    if !calls.is_empty() {
+                        if text.content.is_empty() {
+                            message["content"] = Value::Null;
+                        }
+                        message["tool_calls"] = calls
+                            .into_iter()
+                            .enumerate()
+                            .map(|(k, c)| {
+                                json!({"id": format!("{}{k}", self.call_prefix),
+                                       "type": "function",
+                                       "function": {"name": c.name, "arguments": c.arguments}})
+                            })
+                            .collect();
+                    }
+                }
                 if self.reasoning_enabled() {
                     message["reasoning_content"] = if text.reasoning.is_empty() {
                         Value::Null
@@ -936,7 +1037,7 @@ impl Responder {
                     "index": 0,
                     "message": message,
                     "logprobs": self.take_logprobs(false),
-                    "finish_reason": reason,
+                    "finish_reason": self.finish_reason(reason),
                 });
                 if self.settings.return_token_ids {
                     c["token_ids"] = json!(self.tokens);
@@ -1109,7 +1210,26 @@ impl Responder {
                         "finish_reason": null,
                     })));
                 }
-                if !s.content.is_empty() {
+                if self.tools_on {
+                    for e in s.events {
+                        let delta = match e {
+                            ToolEvent::Text(t) => json!({"content": t}),
+                            ToolEvent::Start { index, name } => json!({"tool_calls": [{
+                                "index": index,
+                                "id": format!("{}{index}", self.call_prefix),
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }]}),
+                            ToolEvent::Args { index, fragment } => json!({"tool_calls": [{
+                                "index": index, "function": {"arguments": fragment},
+                            }]}),
+                        };
+                        let lp = self.take_logprobs(true);
+                        out.push(self.chunk(json!({
+                            "index": 0, "delta": delta, "logprobs": lp, "finish_reason": null,
+                        })));
+                    }
+                } else if !s.content.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
                         "index": 0,
@@ -1133,7 +1253,8 @@ impl Responder {
         }
     }
 
-    fn final_chunks(&mut self, reason: &str, out: &mut Vec<SseEvent>) {
+    fn final_chunks(&mut self, reason: &'static str, out: &mut Vec<SseEvent>) {
+        let reason = self.finish_reason(reason);
         let lp = self.take_logprobs(true);
         out.push(self.chunk(match self.kind {
             Kind::Chat | Kind::Messages => json!({
@@ -1203,3 +1324,7 @@ fn stream_response(resp: Responder) -> Response {
     headers.insert(header::CACHE_CONTROL, "no-cache".parse().expect("static"));
     (headers, Sse::new(events)).into_response()
 }
+
+#[cfg(test)]
+#[path = "responder_tests.rs"]
+mod responder_tests;

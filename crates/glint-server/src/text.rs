@@ -9,6 +9,8 @@
 
 pub use glint_engine::tokenizer::Utf8Stream;
 
+use crate::tools::{push_event, ToolEvent, ToolParser};
+
 /// Length of the longest suffix of `text` that is a proper prefix of one of `pats` (text that
 /// may still become a match and must be held back).
 fn partial_suffix<'p>(text: &str, pats: impl IntoIterator<Item = &'p str>) -> usize {
@@ -92,17 +94,23 @@ impl StopMatcher {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Split {
     pub reasoning: String,
+    /// The answer's text (with tool calls on: the text outside the calls).
     pub content: String,
+    /// With tool calls on: the answer in order, text and calls (`content` is its text).
+    pub events: Vec<ToolEvent>,
 }
 
 impl Split {
     pub fn is_empty(&self) -> bool {
-        self.reasoning.is_empty() && self.content.is_empty()
+        self.reasoning.is_empty() && self.content.is_empty() && self.events.is_empty()
     }
 
     pub fn append(&mut self, other: Split) {
         self.reasoning.push_str(&other.reasoning);
         self.content.push_str(&other.content);
+        for e in other.events {
+            push_event(&mut self.events, e);
+        }
     }
 }
 
@@ -185,12 +193,14 @@ impl ReasoningSplitter {
 }
 
 /// The whole per-request text pipeline: token bytes → UTF-8 → stop strings → reasoning split
-/// (chat) or plain text (completions, which put everything in `content`).
+/// (chat) or plain text (completions, which put everything in `content`) → the tool-call
+/// parser on the answer (chat with `tools`).
 #[derive(Debug)]
 pub struct TextPipeline {
     utf8: Utf8Stream,
     stop: StopMatcher,
     reasoning: Option<ReasoningSplitter>,
+    tools: Option<ToolParser>,
     stopped: bool,
 }
 
@@ -200,8 +210,20 @@ impl TextPipeline {
             utf8: Utf8Stream::default(),
             stop: StopMatcher::new(stops),
             reasoning,
+            tools: None,
             stopped: false,
         }
+    }
+
+    /// Parses tool calls out of the answer.
+    pub fn with_tools(mut self, parser: ToolParser) -> Self {
+        self.tools = Some(parser);
+        self
+    }
+
+    /// Tool calls started so far.
+    pub fn tool_calls(&self) -> usize {
+        self.tools.as_ref().map_or(0, ToolParser::calls)
     }
 
     /// Feeds one token's bytes; returns the certain output and whether a stop string matched.
@@ -241,20 +263,41 @@ impl TextPipeline {
     }
 
     fn split(&mut self, text: &str) -> Split {
-        match &mut self.reasoning {
+        let s = match &mut self.reasoning {
             Some(r) => r.push(text),
             None => Split {
-                reasoning: String::new(),
                 content: text.to_string(),
+                ..Split::default()
             },
-        }
+        };
+        self.calls(s, false)
     }
 
     fn flush_split(&mut self) -> Split {
-        match &mut self.reasoning {
+        let s = match &mut self.reasoning {
             Some(r) => r.finish(),
             None => Split::default(),
+        };
+        self.calls(s, true)
+    }
+
+    /// The answer through the tool-call parser, when there is one.
+    fn calls(&mut self, mut s: Split, end: bool) -> Split {
+        let Some(p) = &mut self.tools else {
+            return s;
+        };
+        let mut events = p.push(&s.content);
+        if end {
+            events.extend(p.finish());
         }
+        s.content.clear();
+        for e in events {
+            if let ToolEvent::Text(t) = &e {
+                s.content.push_str(t);
+            }
+            push_event(&mut s.events, e);
+        }
+        s
     }
 }
 

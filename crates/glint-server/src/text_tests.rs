@@ -42,6 +42,7 @@ fn split(reasoning: &str, content: &str) -> Split {
     Split {
         reasoning: reasoning.into(),
         content: content.into(),
+        ..Split::default()
     }
 }
 

@@ -220,10 +220,53 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
             with(
                 ok_chat(),
                 "tools",
-                json!([{"type": "function", "function": {"name": "f"}}]),
+                json!([{"type": "function", "function": {"name": "f", "parameters": 3}}]),
             ),
             400,
-            Some("tools"),
+            Some("tools[0].function.parameters"),
+        ),
+        (
+            &chat,
+            with(
+                ok_chat(),
+                "tools",
+                json!([{"type": "function", "function": {}}]),
+            ),
+            400,
+            Some("tools[0].function.name"),
+        ),
+        (
+            &chat,
+            with(ok_chat(), "tool_choice", json!("required")),
+            400,
+            Some("tool_choice"),
+        ),
+        (
+            &chat,
+            with(
+                with(
+                    ok_chat(),
+                    "tools",
+                    json!([{"type": "function", "function": {"name": "f"}}]),
+                ),
+                "tool_choice",
+                json!({"type": "function", "function": {"name": "g"}}),
+            ),
+            400,
+            Some("tool_choice.function.name"),
+        ),
+        (
+            &chat,
+            with(
+                ok_chat(),
+                "messages",
+                json!([{"role": "user", "content": "x"},
+                       {"role": "assistant", "tool_calls": [{"type": "function",
+                        "function": {"name": "f", "arguments": "{not json"}}]},
+                       {"role": "user", "content": "y"}]),
+            ),
+            400,
+            Some("messages[1].tool_calls[0].function.arguments"),
         ),
         (
             &chat,
