@@ -19,6 +19,10 @@ pub const MAX_STOP_BYTES: usize = 1024;
 /// Most alternatives per token in logprobs (`top_logprobs`, completions' `logprobs`), as
 /// vLLM's default `max_logprobs` and OpenAI's chat limit.
 pub const MAX_TOP_LOGPROBS: u64 = 20;
+/// Most choices per request (`n`).
+pub const MAX_N: u64 = 16;
+/// Most `stop_token_ids`.
+pub const MAX_STOP_TOKEN_IDS: usize = 64;
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -56,6 +60,8 @@ pub struct Common {
     pub return_token_ids: Option<bool>,
     /// vLLM's extension: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// vLLM's extension: token ids that end the answer (as end-of-turn tokens do).
+    pub stop_token_ids: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,7 +158,7 @@ pub fn view<'v, T: Deserialize<'v>>(v: &'v Value) -> Result<T, ApiError> {
 }
 
 /// What both endpoints decide from [`Common`] before the prompt is known.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub stream: bool,
     pub include_usage: bool,
@@ -161,6 +167,9 @@ pub struct Settings {
     pub max_tokens: Option<u64>,
     pub return_token_ids: bool,
     pub ignore_eos: bool,
+    /// Choices to generate (`n`), each an independent sequence; choice `i` samples with
+    /// `sampler.seed + i`.
+    pub n: usize,
 }
 
 fn finite_in(name: &str, v: f64, lo: f64, hi: f64) -> Result<f64, ApiError> {
@@ -193,10 +202,12 @@ impl Common {
                 return Err(ApiError::model_not_found(m, served));
             }
         }
-        if let Some(n) = self.n {
-            if n != 1 {
-                return Err(ApiError::unsupported("n", &format!("n = {n} (only n = 1)")));
-            }
+        let n = self.n.unwrap_or(1);
+        if n == 0 || n > MAX_N {
+            return Err(ApiError::field(
+                "n",
+                format!("{n} is out of range: must be between 1 and {MAX_N}"),
+            ));
         }
         if let Some(b) = self.best_of {
             if b != 1 {
@@ -209,9 +220,6 @@ impl Common {
         ] {
             if let Some(v) = v {
                 finite_in(name, v, -2.0, 2.0)?;
-                if v != 0.0 {
-                    return Err(ApiError::unsupported(name, "a non-zero penalty"));
-                }
             }
         }
         if self.logit_bias.as_ref().is_some_and(|m| !m.is_empty()) {
@@ -289,13 +297,42 @@ impl Common {
                 min_p: min_p as f32,
                 repeat_penalty: repeat_penalty as f32,
                 repeat_last_n: 64,
+                presence_penalty: self.presence_penalty.unwrap_or(0.0) as f32,
+                frequency_penalty: self.frequency_penalty.unwrap_or(0.0) as f32,
                 seed: self.seed.map(|s| s as u64).unwrap_or_else(fresh_seed),
             },
             stops,
             max_tokens: self.max_tokens,
             return_token_ids: self.return_token_ids.unwrap_or(false),
             ignore_eos: self.ignore_eos.unwrap_or(false),
+            n: n as usize,
         })
+    }
+
+    /// `stop_token_ids`, checked against the vocabulary.
+    pub fn stop_token_ids(&self, n_vocab: usize) -> Result<Vec<u32>, ApiError> {
+        let Some(v) = &self.stop_token_ids else {
+            return Ok(Vec::new());
+        };
+        if v.len() > MAX_STOP_TOKEN_IDS {
+            return Err(ApiError::field(
+                "stop_token_ids",
+                format!("{} ids: at most {MAX_STOP_TOKEN_IDS}", v.len()),
+            ));
+        }
+        v.iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                if t < 0 || t as u64 >= n_vocab as u64 {
+                    Err(ApiError::field(
+                        format!("stop_token_ids[{i}]"),
+                        format!("token id {t} is outside the vocabulary of {n_vocab}"),
+                    ))
+                } else {
+                    Ok(t as u32)
+                }
+            })
+            .collect()
     }
 }
 

@@ -120,6 +120,8 @@ pub struct AppState {
     think: Option<(u32, u32)>,
     /// The tool-call tags as token ids and their text (printed when a request has tools).
     tool_tags: Vec<(u32, &'static str)>,
+    /// Tokens the KV pool holds (`n` choices must fit together).
+    pool_tokens: usize,
     /// What ends a chat turn: the GGUF's end-of-generation ids plus GLM's turn tokens.
     chat_stops: Vec<u32>,
     next_response: AtomicU64,
@@ -260,6 +262,7 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         created: now(),
         think,
         tool_tags,
+        pool_tokens: cfg.scheduler.n_blocks * cfg.scheduler.block_size,
         chat_stops,
         next_response: AtomicU64::new(1),
         metrics: Default::default(),
@@ -487,6 +490,23 @@ fn budget(
     }
 }
 
+/// `n` choices must fit the KV pool together (each is a sequence of prompt + budget).
+fn check_n(st: &AppState, n: usize, prompt_len: usize, budget: usize) -> Result<(), ApiError> {
+    let need = n.saturating_mul(prompt_len + budget);
+    if n > 1 && need > st.pool_tokens {
+        return Err(ApiError::field(
+            "n",
+            format!(
+                "{n} choices of {prompt_len} prompt + {budget} completion tokens need {need} \
+                 tokens of KV cache; the server holds {}: ask for fewer choices or a smaller \
+                 max_tokens",
+                st.pool_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
     let r = if raw {
         st.tokenizer.encode_prompt(text)
@@ -564,11 +584,13 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let reasoning = st
         .think
         .map(|_| ReasoningSplitter::prompt_opens_reasoning(&text));
-    let stop_tokens = if settings.ignore_eos {
+    let mut stop_tokens = if settings.ignore_eos {
         vec![]
     } else {
         st.chat_stops.clone()
     };
+    stop_tokens.extend(common.stop_token_ids(st.engine.info.n_vocab)?);
+    check_n(st, settings.n, prompt.len(), max_new_tokens)?;
     Ok(Prepared {
         kind: Kind::Chat,
         gen: GenRequest {
@@ -630,11 +652,13 @@ fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> 
         Some(settings.max_tokens.unwrap_or(16)),
         "max_tokens",
     )?;
-    let stop_tokens = if settings.ignore_eos {
+    let mut stop_tokens = if settings.ignore_eos {
         vec![]
     } else {
         st.tokenizer.eog_ids().to_vec()
     };
+    stop_tokens.extend(common.stop_token_ids(st.engine.info.n_vocab)?);
+    check_n(st, settings.n, prompt.len(), max_new_tokens)?;
     Ok(Prepared {
         kind: Kind::Completion,
         gen: GenRequest {
@@ -707,17 +731,99 @@ async fn handle(
     };
     prepared.gen.arrived = arrived;
     let prompt_tokens = prepared.gen.prompt.len();
+    let choices = prepared.settings.n;
+    if choices > 1 {
+        return handle_group(st, prepared, choices).await;
+    }
     let rx = match st.engine.submit(prepared.gen.clone()) {
         Ok(rx) => rx,
         Err(e) => return error_response(kind, e),
     };
     let n = st.next_response.fetch_add(1, Ordering::Relaxed);
-    let resp = Responder::new(st, prepared, prompt_tokens, rx, n);
+    let resp = Responder::new(st, prepared, prompt_tokens, rx, n, 0);
     if resp.settings.stream {
         stream_response(resp)
     } else {
         resp.collect().await
     }
+}
+
+/// `n` > 1: `n` independent engine requests, choice `i` sampling with seed + `i`. If the
+/// queue cannot take them all, none runs (the receivers already given are dropped, which
+/// cancels them).
+async fn handle_group(st: Arc<AppState>, prepared: Prepared, choices: usize) -> Response {
+    let kind = prepared.kind;
+    let prompt_tokens = prepared.gen.prompt.len();
+    let mut rxs = Vec::with_capacity(choices);
+    for i in 0..choices {
+        let mut gen = prepared.gen.clone();
+        gen.sampler.seed = gen.sampler.seed.wrapping_add(i as u64);
+        match st.engine.submit(gen) {
+            Ok(rx) => rxs.push(rx),
+            Err(e) => return error_response(kind, e),
+        }
+    }
+    let n = st.next_response.fetch_add(1, Ordering::Relaxed);
+    let stream = prepared.settings.stream;
+    let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let resps: Vec<Responder> = rxs
+        .into_iter()
+        .enumerate()
+        .map(|(i, rx)| {
+            let p = Prepared {
+                kind: prepared.kind,
+                gen: prepared.gen.clone(),
+                settings: prepared.settings.clone(),
+                reasoning: prepared.reasoning,
+                tools: prepared.tools.clone(),
+                prefill: prepared.prefill.clone(),
+            };
+            let mut r = Responder::new(st.clone(), p, prompt_tokens, rx, n, i);
+            if stream {
+                r.group = Some(total.clone());
+            }
+            r
+        })
+        .collect();
+    if !stream {
+        return Responder::collect_group(resps).await;
+    }
+    // The choices' chunks as they come, then the usage (all choices' tokens) and [DONE].
+    let head = (
+        resps[0].id.clone(),
+        resps[0].created,
+        resps[0].settings.include_usage,
+    );
+    let obj = resps[0].object(true);
+    let model = st.model_id.clone();
+    let streams = resps.into_iter().map(|r| {
+        futures_util::stream::unfold(r, |mut r| async move {
+            let evs = r.next_events().await?;
+            Some((evs, r))
+        })
+        .boxed()
+    });
+    let tail = futures_util::stream::once(async move {
+        let mut out = Vec::new();
+        let (id, created, include_usage) = head;
+        if include_usage {
+            let completion = total.load(Ordering::Relaxed);
+            let c = json!({
+                "id": id, "object": obj, "created": created, "model": model, "choices": [],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                          "total_tokens": prompt_tokens + completion},
+            });
+            out.push(SseEvent::default().data(c.to_string()));
+        }
+        out.push(SseEvent::default().data("[DONE]"));
+        out
+    });
+    let events = futures_util::stream::select_all(streams)
+        .chain(tail)
+        .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok::<_, Infallible>)));
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CACHE_CONTROL, "no-cache".parse().expect("static"));
+    (headers, Sse::new(events)).into_response()
 }
 
 /// One request's output side: reads the engine's events and turns them into text.
@@ -747,6 +853,11 @@ struct Responder {
     tools_on: bool,
     /// Tool call ids: this and the call's number.
     call_prefix: String,
+    /// The choice's index (`n` > 1).
+    index: usize,
+    /// Streaming one of several choices: where its completion tokens are added up (the
+    /// group sends the usage chunk and `[DONE]`).
+    group: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Drop for Responder {
@@ -771,6 +882,7 @@ impl Responder {
         prompt_tokens: usize,
         rx: mpsc::Receiver<Out>,
         n: u64,
+        index: usize,
     ) -> Self {
         let mut pipe = TextPipeline::new(
             prepared.settings.stops.clone(),
@@ -810,7 +922,9 @@ impl Responder {
             lp_offset: 0,
             blocks: anthropic::Blocks::default(),
             tools_on,
-            call_prefix: format!("call_{n:016x}_"),
+            call_prefix: format!("call_{n:016x}_{index}_"),
+            index,
+            group: None,
         }
     }
 
@@ -975,10 +1089,11 @@ impl Responder {
         })
     }
 
-    async fn collect(mut self) -> Response {
+    /// Reads the engine's events to the end: the whole text and the finish reason.
+    async fn run_to_end(&mut self) -> Result<(Split, &'static str), ApiError> {
         let mut text = Split::default();
         let mut ignored = Vec::new();
-        let reason = loop {
+        loop {
             match self.next().await {
                 Step::Text(s) => {
                     self.feed_blocks(&s, &mut ignored);
@@ -987,26 +1102,79 @@ impl Responder {
                 Step::End(s, r) => {
                     self.feed_blocks(&s, &mut ignored);
                     text.append(s);
-                    break r;
+                    return Ok((text, r));
                 }
-                Step::Failed(e) => return error_response(self.kind, e),
+                Step::Failed(e) => return Err(e),
             }
+        }
+    }
+
+    /// The non-streamed response of one choice.
+    async fn collect(self) -> Response {
+        if self.kind != Kind::Messages {
+            return Self::collect_group(vec![self]).await;
+        }
+        let mut r = self;
+        let reason = match r.run_to_end().await {
+            Ok((_, reason)) => reason,
+            Err(e) => return error_response(r.kind, e),
         };
-        let choice = match self.kind {
-            Kind::Messages => {
-                let (stop_reason, stop_sequence) = self.anthropic_stop(reason);
-                return Json(json!({
-                    "id": self.id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": self.st.model_id,
-                    "content": self.blocks.content(),
-                    "stop_reason": stop_reason,
-                    "stop_sequence": stop_sequence,
-                    "usage": self.anthropic_usage(),
-                }))
-                .into_response();
-            }
+        let (stop_reason, stop_sequence) = r.anthropic_stop(reason);
+        Json(json!({
+            "id": r.id,
+            "type": "message",
+            "role": "assistant",
+            "model": r.st.model_id,
+            "content": r.blocks.content(),
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": r.anthropic_usage(),
+        }))
+        .into_response()
+    }
+
+    /// The non-streamed response of `n` choices (chat, completions), read concurrently:
+    /// `usage` counts the prompt once and every choice's tokens.
+    async fn collect_group(resps: Vec<Responder>) -> Response {
+        let outs = futures_util::future::join_all(resps.into_iter().map(|mut r| async move {
+            let res = r.run_to_end().await;
+            (r, res)
+        }))
+        .await;
+        let mut choices = Vec::with_capacity(outs.len());
+        let mut completion = 0;
+        let mut first = None;
+        for (mut r, res) in outs {
+            let (text, reason) = match res {
+                Ok(x) => x,
+                Err(e) => return error_response(r.kind, e),
+            };
+            completion += r.tokens.len();
+            choices.push(r.choice_value(text, reason));
+            first.get_or_insert(r);
+        }
+        let r = first.expect("at least one choice");
+        let mut body = json!({
+            "id": r.id,
+            "object": r.object(false),
+            "created": r.created,
+            "model": r.st.model_id,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": r.prompt_tokens + completion,
+            },
+        });
+        if r.settings.return_token_ids {
+            body["prompt_token_ids"] = json!(r.prompt);
+        }
+        Json(body).into_response()
+    }
+
+    /// A chat or completions choice from its whole text.
+    fn choice_value(&mut self, text: Split, reason: &'static str) -> Value {
+        match self.kind {
             Kind::Chat => {
                 let mut message = json!({"role": "assistant", "content": text.content});
                 if self.tools_on {
@@ -1034,7 +1202,7 @@ impl Responder {
                     };
                 }
                 let mut c = json!({
-                    "index": 0,
+                    "index": self.index,
                     "message": message,
                     "logprobs": self.take_logprobs(false),
                     "finish_reason": self.finish_reason(reason),
@@ -1044,9 +1212,9 @@ impl Responder {
                 }
                 c
             }
-            Kind::Completion => {
+            Kind::Completion | Kind::Messages => {
                 let mut c = json!({
-                    "index": 0,
+                    "index": self.index,
                     "text": text.content,
                     "logprobs": self.take_logprobs(false),
                     "finish_reason": reason,
@@ -1056,19 +1224,7 @@ impl Responder {
                 }
                 c
             }
-        };
-        let mut body = json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.st.model_id,
-            "choices": [choice],
-            "usage": self.usage(),
-        });
-        if self.settings.return_token_ids {
-            body["prompt_token_ids"] = json!(self.prompt);
         }
-        Json(body).into_response()
     }
 
     /// `/v1/messages`: adds a piece of text to the content blocks (reasoning before content,
@@ -1204,7 +1360,7 @@ impl Responder {
                 if !s.reasoning.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "delta": {"reasoning_content": s.reasoning},
                         "logprobs": lp,
                         "finish_reason": null,
@@ -1226,13 +1382,14 @@ impl Responder {
                         };
                         let lp = self.take_logprobs(true);
                         out.push(self.chunk(json!({
-                            "index": 0, "delta": delta, "logprobs": lp, "finish_reason": null,
+                            "index": self.index, "delta": delta, "logprobs": lp,
+                            "finish_reason": null,
                         })));
                     }
                 } else if !s.content.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "delta": {"content": s.content},
                         "logprobs": lp,
                         "finish_reason": null,
@@ -1243,7 +1400,7 @@ impl Responder {
                 if !s.content.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "text": s.content,
                         "logprobs": lp,
                         "finish_reason": null,
@@ -1258,12 +1415,17 @@ impl Responder {
         let lp = self.take_logprobs(true);
         out.push(self.chunk(match self.kind {
             Kind::Chat | Kind::Messages => json!({
-                "index": 0, "delta": {}, "logprobs": lp, "finish_reason": reason,
+                "index": self.index, "delta": {}, "logprobs": lp, "finish_reason": reason,
             }),
             Kind::Completion => json!({
-                "index": 0, "text": "", "logprobs": lp, "finish_reason": reason,
+                "index": self.index, "text": "", "logprobs": lp, "finish_reason": reason,
             }),
         }));
+        if let Some(total) = &self.group {
+            // The group's stream sends the usage and [DONE] once every choice has ended.
+            total.fetch_add(self.tokens.len(), Ordering::Relaxed);
+            return;
+        }
         if self.settings.include_usage {
             let c = json!({
                 "id": self.id,
@@ -1290,7 +1452,7 @@ impl Responder {
         if self.kind == Kind::Chat && !self.sent_role {
             self.sent_role = true;
             out.push(self.chunk(json!({
-                "index": 0,
+                "index": self.index,
                 "delta": {"role": "assistant", "content": ""},
                 "logprobs": null,
                 "finish_reason": null,
@@ -1306,7 +1468,9 @@ impl Responder {
             }
             Step::Failed(e) => {
                 out.push(SseEvent::default().data(e.body().to_string()));
-                out.push(SseEvent::default().data("[DONE]"));
+                if self.group.is_none() {
+                    out.push(SseEvent::default().data("[DONE]"));
+                }
                 self.done = true;
             }
         }

@@ -57,7 +57,7 @@ async fn respond(st: &Arc<AppState>, body: &Value, tokens: &[u32], stop: u32) ->
     }
     tx.send(Out::Finished(Finish::Stop(stop))).await.unwrap();
     let n = prepared.gen.prompt.len();
-    let resp = Responder::new(st.clone(), prepared, n, rx, 7);
+    let resp = Responder::new(st.clone(), prepared, n, rx, 7, 0);
     let r = if resp.settings.stream {
         stream_response(resp)
     } else {
@@ -146,9 +146,9 @@ async fn scripted_tool_calls_stream_as_openai_deltas_and_equal_the_message() {
             json!("auto"),
             json!({"role": "assistant", "content": "Sure.", "reasoning_content": "Checking.",
                    "tool_calls": [
-                {"id": "call_0000000000000007_0", "type": "function",
+                {"id": "call_0000000000000007_0_0", "type": "function",
                  "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"days\":3}"}},
-                {"id": "call_0000000000000007_1", "type": "function",
+                {"id": "call_0000000000000007_0_1", "type": "function",
                  "function": {"name": "now", "arguments": "{}"}}]}),
             "tool_calls",
         ),
@@ -168,7 +168,7 @@ async fn scripted_tool_calls_stream_as_openai_deltas_and_equal_the_message() {
             json!({"type": "function", "function": {"name": "get_weather"}}),
             json!({"role": "assistant", "content": null, "reasoning_content": null,
                    "tool_calls": [
-                {"id": "call_0000000000000007_0", "type": "function",
+                {"id": "call_0000000000000007_0_0", "type": "function",
                  "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]}),
             "tool_calls",
         ),

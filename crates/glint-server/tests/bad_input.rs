@@ -118,7 +118,20 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
             400,
             Some("min_p"),
         ),
-        (&chat, with(ok_chat(), "n", json!(2)), 400, Some("n")),
+        (&chat, with(ok_chat(), "n", json!(0)), 400, Some("n")),
+        (&chat, with(ok_chat(), "n", json!(17)), 400, Some("n")),
+        (
+            &chat,
+            with(ok_chat(), "stop_token_ids", json!([1, 100000])),
+            400,
+            Some("stop_token_ids[1]"),
+        ),
+        (
+            &chat,
+            with(ok_chat(), "frequency_penalty", json!(-2.5)),
+            400,
+            Some("frequency_penalty"),
+        ),
         (&chat, with(ok_chat(), "n", json!(1000)), 400, Some("n")),
         (
             &chat,
@@ -177,7 +190,7 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
         ),
         (
             &chat,
-            with(ok_chat(), "presence_penalty", json!(1.0)),
+            with(ok_chat(), "presence_penalty", json!(2.01)),
             400,
             Some("presence_penalty"),
         ),
