@@ -68,6 +68,9 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Largest request body in bytes; a larger one is a 413.
     pub max_body_bytes: usize,
+    /// How long a client may take to send a request's whole body; slower is a 408 (and the
+    /// connection is closed), so trickling bodies cannot hold connections open.
+    pub body_timeout: std::time::Duration,
     /// Where the model runs.
     pub device: Device,
 }
@@ -83,6 +86,7 @@ pub enum Device {
 impl ServerConfig {
     pub const DEFAULT_QUEUE: usize = 256;
     pub const DEFAULT_MAX_BODY: usize = 8 << 20;
+    pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +130,9 @@ pub struct AppState {
     chat_stops: Vec<u32>,
     next_response: AtomicU64,
     pub metrics: metrics::HttpMetrics,
+    /// The body's limits: bytes, and time to receive them.
+    max_body: usize,
+    body_timeout: std::time::Duration,
 }
 
 fn now() -> u64 {
@@ -266,6 +273,8 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         chat_stops,
         next_response: AtomicU64::new(1),
         metrics: Default::default(),
+        max_body: cfg.max_body_bytes,
+        body_timeout: cfg.body_timeout,
     });
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let listener = tokio::net::TcpListener::bind(&addr)
@@ -311,6 +320,8 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/v1/messages", post(messages))
+        // Inner: the body is read once the key is checked.
+        .route_layer(middleware::from_fn_with_state(state.clone(), read_body))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/health", get(health))
@@ -334,6 +345,65 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
             count_response,
         ))
         .with_state(state)
+}
+
+/// Reads the whole body before the handler, within `--body-timeout` and `--max-body-bytes`: a
+/// client that trickles its body (slowloris) gets a 408 and its connection is closed, the
+/// others are served meanwhile.
+async fn read_body(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let messages = req.uri().path() == "/v1/messages";
+    let fail = |e: ApiError| {
+        let mut r = if messages {
+            anthropic::error_response(e)
+        } else {
+            e.into_response()
+        };
+        r.headers_mut()
+            .insert(header::CONNECTION, "close".parse().expect("static"));
+        r
+    };
+    let (parts, body) = req.into_parts();
+    let too_large = || {
+        ApiError::too_large(format!(
+            "request body too large: more than {} bytes",
+            st.max_body
+        ))
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > st.max_body as u64) {
+        return fail(too_large());
+    }
+    let read = async {
+        let mut s = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = s.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::bad_request(format!("could not read the request body: {e}"))
+            })?;
+            if buf.len() + chunk.len() > st.max_body {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    let bytes = match tokio::time::timeout(st.body_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return fail(e),
+        Err(_) => {
+            tracing::debug!(path = %parts.uri.path(), "request body timed out");
+            return fail(ApiError::timeout(format!(
+                "the request body did not arrive within {:?}",
+                st.body_timeout
+            )));
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {

@@ -23,6 +23,7 @@ fn config() -> ServerConfig {
         },
         queue: 8,
         max_body_bytes: 64 << 10,
+        body_timeout: std::time::Duration::from_secs(30),
         device: Default::default(),
     }
 }
