@@ -586,16 +586,15 @@ fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
     r.map_err(|e| ApiError::bad_request(format!("the prompt cannot be tokenized: {e}")))
 }
 
-/// Renders `messages` (and `kwargs`) with the GGUF's chat template and tokenizes the result.
-fn render_prompt(
-    st: &AppState,
-    messages: Vec<Value>,
-    kwargs: Option<&serde_json::Map<String, Value>>,
-    tools: Option<Vec<Value>>,
-) -> Result<(String, Vec<u32>), ApiError> {
-    let text = render_text(st, messages, kwargs, tools)?;
-    let prompt = encode(st, &text, false)?;
-    Ok((text, prompt))
+/// Appends a forced call's opening to a rendered prompt: the call is the answer, so it
+/// starts after the reasoning block (closed first when the prompt opened one).
+fn prefill(st: &AppState, text: &mut String, prefill: Option<&str>) {
+    if let Some(p) = prefill {
+        if st.think.is_some() && ReasoningSplitter::prompt_opens_reasoning(text) {
+            text.push_str(THINK_CLOSE);
+        }
+        text.push_str(p);
+    }
 }
 
 /// The chat template's text for `messages` (and `kwargs`, `tools`).
@@ -637,13 +636,7 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let messages = req.template_messages()?;
     let plan = req.tool_plan()?;
     let mut text = render_text(st, messages, req.chat_template_kwargs.as_ref(), plan.render)?;
-    if let Some(p) = &plan.prefill {
-        // A forced call is the answer: it starts after the reasoning block.
-        if st.think.is_some() && ReasoningSplitter::prompt_opens_reasoning(&text) {
-            text.push_str(THINK_CLOSE);
-        }
-        text.push_str(p);
-    }
+    prefill(st, &mut text, plan.prefill.as_deref());
     let prompt = encode(st, &text, false)?;
     let field = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
@@ -684,7 +677,9 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let plan = req.plan(&st.model_id)?;
     let mut kw = serde_json::Map::new();
     kw.insert("enable_thinking".into(), plan.enable_thinking.into());
-    let (text, prompt) = render_prompt(st, plan.messages, Some(&kw), None)?;
+    let mut text = render_text(st, plan.messages, Some(&kw), plan.tools.render)?;
+    prefill(st, &mut text, plan.tools.prefill.as_deref());
+    let prompt = encode(st, &text, false)?;
     let max_new_tokens = budget(st, prompt.len(), plan.settings.max_tokens, "max_tokens")?;
     let reasoning = st
         .think
@@ -701,8 +696,8 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         },
         settings: plan.settings,
         reasoning,
-        tools: None,
-        prefill: None,
+        tools: plan.tools.tools,
+        prefill: plan.tools.prefill,
     })
 }
 
@@ -1303,7 +1298,23 @@ impl Responder {
         if self.kind == Kind::Messages {
             use anthropic::BlockKind;
             self.blocks.push(BlockKind::Thinking, &s.reasoning, ev);
-            self.blocks.push(BlockKind::Text, &s.content, ev);
+            if !self.tools_on {
+                self.blocks.push(BlockKind::Text, &s.content, ev);
+                return;
+            }
+            for e in &s.events {
+                match e {
+                    ToolEvent::Text(t) => self.blocks.push(BlockKind::Text, t, ev),
+                    ToolEvent::Start { index, name } => self.blocks.start_tool(
+                        format!("toolu_{}{index}", &self.call_prefix[5..]),
+                        name.clone(),
+                        ev,
+                    ),
+                    ToolEvent::Args { fragment, .. } => {
+                        self.blocks.push(BlockKind::ToolUse, fragment, ev)
+                    }
+                }
+            }
         }
     }
 
@@ -1312,6 +1323,7 @@ impl Responder {
         match (reason, self.pipe.stop_matched()) {
             ("length", _) => ("max_tokens", Value::Null),
             (_, Some(s)) => ("stop_sequence", s.into()),
+            _ if self.pipe.tool_calls() > 0 => ("tool_use", Value::Null),
             _ => ("end_turn", Value::Null),
         }
     }
@@ -1363,6 +1375,10 @@ impl Responder {
                 BlockEvent::Start(i, k) => {
                     Self::anthropic_event("content_block_start", anthropic::block_start(i, k))
                 }
+                BlockEvent::ToolStart(i, id, name) => Self::anthropic_event(
+                    "content_block_start",
+                    anthropic::tool_start(i, &id, &name),
+                ),
                 BlockEvent::Delta(i, k, t) => {
                     Self::anthropic_event("content_block_delta", anthropic::block_delta(i, k, &t))
                 }

@@ -46,7 +46,17 @@ fn request(stream: bool, tool_choice: Value) -> Value {
 /// Builds the response to `body` with the engine's part replaced by `tokens` (then the
 /// end-of-turn token `stop`); returns the response body's text.
 async fn respond(st: &Arc<AppState>, body: &Value, tokens: &[u32], stop: u32) -> String {
-    let prepared = prepare_chat(st, body.to_string().as_bytes()).expect("valid request");
+    respond_with(st, prepare_chat, body, tokens, stop).await
+}
+
+async fn respond_with(
+    st: &Arc<AppState>,
+    prepare: fn(&AppState, &[u8]) -> Result<Prepared, ApiError>,
+    body: &Value,
+    tokens: &[u32],
+    stop: u32,
+) -> String {
+    let prepared = prepare(st, body.to_string().as_bytes()).expect("valid request");
     let (tx, rx) = mpsc::channel(tokens.len() + 2);
     for &t in tokens {
         tx.send(Out::Token {
@@ -207,6 +217,147 @@ async fn scripted_tool_calls_stream_as_openai_deltas_and_equal_the_message() {
         text.ends_with("<|assistant|><think></think><tool_call>now"),
         "{text}"
     );
+    drop(st);
+    s.shutdown().await.unwrap();
+}
+
+/// A streamed `/v1/messages` answer assembled as Anthropic's SDK does: blocks by index, text
+/// and thinking deltas appended, a tool_use block's `partial_json` pieces parsed at its end.
+fn assemble_anthropic(sse: &str) -> (Vec<Value>, String) {
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut json_text: Vec<String> = Vec::new();
+    let mut stop_reason = String::new();
+    let mut open: Option<usize> = None;
+    for e in sse.split("\n\n").filter(|e| !e.trim().is_empty()) {
+        let mut lines = e.lines();
+        let name = lines.next().unwrap().strip_prefix("event: ").unwrap();
+        let v: Value =
+            serde_json::from_str(lines.next().unwrap().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(v["type"], name);
+        match name {
+            "content_block_start" => {
+                let i = v["index"].as_u64().unwrap() as usize;
+                assert_eq!(
+                    (i, open),
+                    (blocks.len(), None),
+                    "blocks open in order, one at a time"
+                );
+                blocks.push(v["content_block"].clone());
+                json_text.push(String::new());
+                open = Some(i);
+            }
+            "content_block_delta" => {
+                let i = v["index"].as_u64().unwrap() as usize;
+                assert_eq!(open, Some(i));
+                let d = &v["delta"];
+                match d["type"].as_str().unwrap() {
+                    "text_delta" => {
+                        let t = blocks[i]["text"].as_str().unwrap().to_string();
+                        blocks[i]["text"] = (t + d["text"].as_str().unwrap()).into();
+                    }
+                    "thinking_delta" => {
+                        let t = blocks[i]["thinking"].as_str().unwrap().to_string();
+                        blocks[i]["thinking"] = (t + d["thinking"].as_str().unwrap()).into();
+                    }
+                    "input_json_delta" => {
+                        json_text[i].push_str(d["partial_json"].as_str().unwrap())
+                    }
+                    k => panic!("delta type {k}"),
+                }
+            }
+            "content_block_stop" => {
+                let i = v["index"].as_u64().unwrap() as usize;
+                assert_eq!(open, Some(i));
+                if blocks[i]["type"] == "tool_use" {
+                    blocks[i]["input"] = serde_json::from_str(&json_text[i]).unwrap();
+                }
+                open = None;
+            }
+            "message_delta" => stop_reason = v["delta"]["stop_reason"].as_str().unwrap().into(),
+            "message_start" | "message_stop" => {}
+            k => panic!("event {k}"),
+        }
+    }
+    (blocks, stop_reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_tool_use_on_messages_streams_as_anthropic_events_and_equals_the_message() {
+    let s = start(config()).await.unwrap();
+    let st = s.state.clone();
+    let eos = st.tokenizer.token_to_id("<|user|>").unwrap();
+    let body = |stream: bool| {
+        json!({
+            "model": "glm5-tiny", "max_tokens": 100, "stream": stream,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {
+                "city": {"type": "string"}, "days": {"type": "integer"}}}}],
+        })
+    };
+    let text = "Sure.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>\
+                <arg_key>days</arg_key><arg_value>3</arg_value></tool_call>";
+    let want = json!([
+        {"type": "text", "text": "Sure."},
+        {"type": "tool_use", "id": "toolu_0000000000000007_0_0", "name": "get_weather",
+         "input": {"city": "Paris", "days": 3}},
+    ]);
+    for tokens in scripts(&st, text) {
+        let v: Value = serde_json::from_str(
+            &respond_with(&st, prepare_messages, &body(false), &tokens, eos).await,
+        )
+        .unwrap();
+        assert_eq!(v["content"], want);
+        assert_eq!(v["stop_reason"], "tool_use");
+        let sse = respond_with(&st, prepare_messages, &body(true), &tokens, eos).await;
+        let (blocks, stop) = assemble_anthropic(&sse);
+        assert_eq!(Value::Array(blocks), want, "{sse}");
+        assert_eq!(stop, "tool_use");
+    }
+    drop(st);
+    s.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_tool_history_renders_as_the_chat_completions_equivalent() {
+    // Chat's rendering of tools and tool turns equals transformers' (tests/server.rs, the
+    // fixture's tools case); Anthropic's blocks for the same conversation give the same prompt.
+    let s = start(config()).await.unwrap();
+    let st = s.state.clone();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let chat = json!({
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "Checking.", "tool_calls": [{"id": "t1",
+                "type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": "21 C"},
+            {"role": "user", "content": "Thanks"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "w", "description": "weather",
+                   "parameters": schema}}],
+        "chat_template_kwargs": {"enable_thinking": false},
+        "max_tokens": 8,
+    });
+    let messages = json!({
+        "model": "glm5-tiny", "max_tokens": 8, "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "t1", "name": "w", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "21 C"},
+                {"type": "text", "text": "Thanks"}]},
+        ],
+        "tools": [{"name": "w", "description": "weather", "input_schema": schema}],
+    });
+    let a = prepare_chat(&st, chat.to_string().as_bytes()).unwrap();
+    let b = prepare_messages(&st, messages.to_string().as_bytes()).unwrap();
+    let text = st.tokenizer.decode_with(&a.gen.prompt, true).unwrap();
+    assert!(
+        text.contains("<tools>") && text.contains("<tool_response>21 C"),
+        "{text}"
+    );
+    assert_eq!(a.gen.prompt, b.gen.prompt, "{text}");
     drop(st);
     s.shutdown().await.unwrap();
 }
