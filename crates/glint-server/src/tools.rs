@@ -344,6 +344,9 @@ pub struct ToolParser {
     spec: Option<ToolSpec>,
     args: usize,
     key: String,
+    /// Where in `held` to look for the closing tag of a key or value (what came before was
+    /// searched already), so that a long value is scanned once, not once per piece.
+    scan: usize,
 }
 
 /// Length of the longest suffix of `text` that is a proper prefix of `pat`.
@@ -365,6 +368,27 @@ impl ToolParser {
             spec: None,
             args: 0,
             key: String::new(),
+            scan: 0,
+        }
+    }
+
+    /// Finds `tag` in `held` from where the last search stopped; on a miss, remembers where
+    /// the next one must start (a tag may straddle the end).
+    fn find_close(&mut self, tag: &str) -> Option<usize> {
+        match self.held[self.scan..].find(tag) {
+            Some(i) => {
+                let at = self.scan + i;
+                self.scan = 0;
+                Some(at)
+            }
+            None => {
+                let mut from = self.held.len().saturating_sub(tag.len() - 1);
+                while !self.held.is_char_boundary(from) {
+                    from -= 1;
+                }
+                self.scan = from;
+                None
+            }
         }
     }
 
@@ -402,6 +426,7 @@ impl ToolParser {
             }
         }
         self.state = State::Text;
+        self.scan = 0;
         out
     }
 
@@ -412,6 +437,7 @@ impl ToolParser {
         let raw = std::mem::take(&mut self.raw);
         push_event(out, ToolEvent::Text(raw));
         self.state = State::Text;
+        self.scan = 0;
     }
 
     fn close_call(&mut self, out: &mut Vec<ToolEvent>) {
@@ -514,7 +540,7 @@ impl ToolParser {
                     }
                 }
             }
-            State::Key => match self.held.find(KEY_CLOSE) {
+            State::Key => match self.find_close(KEY_CLOSE) {
                 Some(at) => {
                     let k = self.consume(at);
                     self.key = k.trim().to_string();
@@ -526,7 +552,7 @@ impl ToolParser {
             },
             State::BeforeValue => self.expect(&[VALUE_OPEN], out),
             State::BetweenArgs => self.expect(&[KEY_OPEN, CALL_CLOSE], out),
-            State::Value => match self.held.find(VALUE_CLOSE) {
+            State::Value => match self.find_close(VALUE_CLOSE) {
                 Some(at) => {
                     let v: String = self.held.drain(..at).collect();
                     self.held.drain(..VALUE_CLOSE.len());

@@ -269,3 +269,25 @@ fn tool_schemas_are_validated() {
     .unwrap();
     assert_eq!(t.get("f").unwrap().kind("q"), ParamKind::Str);
 }
+
+#[test]
+fn a_long_value_streamed_in_small_pieces_is_one_argument() {
+    // 20k characters (multi-byte ones included) a few bytes at a time: the closing tag is
+    // found however the pieces fall, and the value is exact.
+    let value: String = (0..4000)
+        .map(|i| ["ab", "é", "<", "/arg", "東"][i % 5])
+        .collect();
+    let text = format!(
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>{value}</arg_value></tool_call>\
+         <tool_call>get_weather<arg_key>city</arg_key><arg_value>x</arg_value></tool_call>"
+    );
+    let chars: Vec<char> = text.chars().collect();
+    let pieces: Vec<String> = chars.chunks(3).map(|c| c.iter().collect()).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let (content, calls) = assemble(&streamed(&refs));
+    assert_eq!(content, "");
+    let args: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+    assert_eq!(args["city"], value.as_str());
+    assert_eq!(calls[1].arguments, r#"{"city":"x"}"#);
+    assert_eq!(streamed(&refs), streamed(&[&text]));
+}
