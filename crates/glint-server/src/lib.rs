@@ -949,11 +949,19 @@ impl Responder {
         n: u64,
         index: usize,
     ) -> Self {
+        let tools_on = prepared.tools.is_some();
         let mut pipe = TextPipeline::new(
             prepared.settings.stops.clone(),
-            prepared.reasoning.map(ReasoningSplitter::new),
+            prepared.reasoning.map(|r| {
+                let r = ReasoningSplitter::new(r);
+                if tools_on {
+                    // GLM may call a tool from inside its reasoning, without `</think>`.
+                    r.ending_at(tools::CALL_OPEN)
+                } else {
+                    r
+                }
+            }),
         );
-        let tools_on = prepared.tools.is_some();
         if let Some(t) = prepared.tools {
             let mut parser = ToolParser::new(t);
             if let Some(p) = &prepared.prefill {

@@ -164,6 +164,16 @@ async fn scripted_tool_calls_stream_as_openai_deltas_and_equal_the_message() {
             "tool_calls",
         ),
         (
+            // A call from inside the reasoning block (no `</think>`): the reasoning ends
+            // there, the call is a call.
+            "Let me check <tool_call>now</tool_call>",
+            json!("auto"),
+            json!({"role": "assistant", "content": null, "reasoning_content": "Let me check ",
+                   "tool_calls": [{"id": "call_0000000000000007_0_0", "type": "function",
+                                   "function": {"name": "now", "arguments": "{}"}}]}),
+            "tool_calls",
+        ),
+        (
             // An unknown function: content, tags and all; the answer is not a call.
             "</think><tool_call>rm<arg_key>path</arg_key><arg_value>/</arg_value></tool_call>",
             json!("auto"),

@@ -125,6 +125,9 @@ pub const THINK_CLOSE: &str = "</think>";
 pub struct ReasoningSplitter {
     in_reasoning: bool,
     held: String,
+    /// A tag that also ends a reasoning block, and stays in the answer (with tools:
+    /// `<tool_call>`, as GLM may call a tool without closing its reasoning first).
+    ends_at: Option<&'static str>,
 }
 
 impl ReasoningSplitter {
@@ -132,7 +135,14 @@ impl ReasoningSplitter {
         Self {
             in_reasoning: starts_in_reasoning,
             held: String::new(),
+            ends_at: None,
         }
+    }
+
+    /// Also ends a reasoning block at `tag`, which is kept as the answer's first text.
+    pub fn ending_at(mut self, tag: &'static str) -> Self {
+        self.ends_at = Some(tag);
+        self
     }
 
     /// Whether a rendered prompt leaves the model inside a reasoning block: its last tag
@@ -151,12 +161,24 @@ impl ReasoningSplitter {
         self.held.push_str(text);
         let mut out = Split::default();
         loop {
+            let end = self
+                .ends_at
+                .filter(|_| self.in_reasoning)
+                .and_then(|t| self.held.find(t));
             let open = self.held.find(THINK_OPEN).map(|i| (i, THINK_OPEN, true));
             let close = self.held.find(THINK_CLOSE).map(|i| (i, THINK_CLOSE, false));
             let tag = match (open, close) {
                 (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
                 (a, b) => a.or(b),
             };
+            if let Some(at) = end.filter(|&e| tag.is_none_or(|t| e < t.0)) {
+                // The reasoning ends here; the tag stays, as the answer's.
+                let before: String = self.held[..at].to_string();
+                self.emit(&mut out, &before);
+                self.held.drain(..at);
+                self.in_reasoning = false;
+                continue;
+            }
             match tag {
                 Some((at, tag, opens)) => {
                     let before: String = self.held[..at].to_string();
@@ -165,7 +187,11 @@ impl ReasoningSplitter {
                     self.in_reasoning = opens;
                 }
                 None => {
-                    let keep = partial_suffix(&self.held, [THINK_OPEN, THINK_CLOSE]);
+                    let end = self
+                        .ends_at
+                        .filter(|_| self.in_reasoning)
+                        .unwrap_or(THINK_OPEN);
+                    let keep = partial_suffix(&self.held, [THINK_OPEN, THINK_CLOSE, end]);
                     let cut = self.held.len() - keep;
                     let ready: String = self.held[..cut].to_string();
                     self.emit(&mut out, &ready);

@@ -120,18 +120,21 @@ fn tool_calls_through_the_whole_pipeline_are_independent_of_byte_boundaries() {
     };
     let make = |stops: Vec<String>| {
         move || {
-            TextPipeline::new(stops.clone(), Some(ReasoningSplitter::new(true)))
-                .with_tools(ToolParser::new(tools()))
+            TextPipeline::new(
+                stops.clone(),
+                Some(ReasoningSplitter::new(true).ending_at(crate::tools::CALL_OPEN)),
+            )
+            .with_tools(ToolParser::new(tools()))
         }
     };
-    // A `<tool_call>` inside the reasoning stays reasoning; calls are parsed in the answer;
-    // a character split across bytes (é, 東) is held back whole.
-    let text = "think <tool_call>f</tool_call> é</think>Ok 東<tool_call>f<arg_key>q</arg_key>\
+    // Calls are parsed in the answer; a character split across bytes (é, 東) is held back
+    // whole.
+    let text = "think é</think>Ok 東<tool_call>f<arg_key>q</arg_key>\
                 <arg_value>a b</arg_value><arg_key>n</arg_key><arg_value>5</arg_value>\
                 </tool_call> end";
     let (s, stopped) = check_all_cuts(make(vec![]), text);
     assert!(!stopped);
-    assert_eq!(s.reasoning, "think <tool_call>f</tool_call> é");
+    assert_eq!(s.reasoning, "think é");
     assert_eq!(s.content, "Ok 東 end");
     let (content, calls) = assemble(&s.events);
     assert_eq!(content, s.content);
@@ -149,4 +152,15 @@ fn tool_calls_through_the_whole_pipeline_are_independent_of_byte_boundaries() {
     let (content, calls) = assemble(&s.events);
     assert_eq!(content, "Ok 東");
     assert_eq!(calls[0].arguments, r#"{"q":"a b"}"#);
+    // A call from inside the reasoning (no `</think>`) ends the reasoning: it is a call.
+    let text = "hmm <tool_call>f<arg_key>n</arg_key><arg_value>1</arg_value></tool_call>";
+    let (s, _) = check_all_cuts(make(vec![]), text);
+    assert_eq!(s.reasoning, "hmm ");
+    let (content, calls) = assemble(&s.events);
+    assert_eq!(content, "");
+    assert_eq!(calls[0].arguments, r#"{"n":1}"#);
+    // Without tools a `<tool_call>` in the reasoning is reasoning text.
+    let plain = || TextPipeline::new(vec![], Some(ReasoningSplitter::new(true)));
+    let (s, _) = check_all_cuts(plain, text);
+    assert_eq!(s.reasoning, text);
 }

@@ -16,15 +16,19 @@
 //!
 //! Streaming: the parser is fed the answer's text in pieces and returns [`ToolEvent`]s: text
 //! that is certainly content, a call's start once its name is complete (the first `<arg_key>`
-//! or `</tool_call>` after it), and a fragment of its arguments each time a value closes (the
-//! first one opens the object, `</tool_call>` closes it). A partial tag at the end of a piece
-//! is held back. So the events of any cutting of a text concatenate to those of the whole.
+//! or `</tool_call>` after it), and fragments of its arguments (a JSON object's text; the
+//! first fragment opens it, `</tool_call>` closes it): a string-typed value streams as it
+//! arrives (`"key":"` at `<arg_value>`, then its escaped text, the closing quote at
+//! `</arg_value>`: long file contents are not held back), any other value goes out whole when
+//! it closes (it must be seen whole to be parsed). A partial tag at the end of a piece is held
+//! back. So the events of any cutting of a text concatenate to those of the whole.
 //!
 //! Recovery, never losing text: a `<tool_call>` whose name is not one of the request's tools
 //! or never completes (the answer ends first, another `<tool_call>` comes first, or the name
 //! runs past [`MAX_NAME_BYTES`]) is content, tags and all. A call that started and then breaks
 //! its grammar (text between the pairs, a key without a value) or never closes is closed
-//! with the arguments complete so far, and the unfinished text is content.
+//! with the arguments complete so far, and the unfinished text is content; a string value
+//! cut short keeps the text that arrived (it was streamed already).
 
 use std::collections::HashMap;
 
@@ -347,6 +351,9 @@ pub struct ToolParser {
     /// Where in `held` to look for the closing tag of a key or value (what came before was
     /// searched already), so that a long value is scanned once, not once per piece.
     scan: usize,
+    /// In a string-typed value: its text streams as it arrives (JSON-escaped), not at its
+    /// close.
+    in_string: bool,
 }
 
 /// Length of the longest suffix of `text` that is a proper prefix of `pat`.
@@ -369,7 +376,42 @@ impl ToolParser {
             args: 0,
             key: String::new(),
             scan: 0,
+            in_string: false,
         }
+    }
+
+    /// The argument fragment that opens the value of the current key (`{"k":` or `,"k":`).
+    fn key_fragment(&self) -> String {
+        let mut f = String::from(if self.args == 0 { "{" } else { "," });
+        f.push_str(&Value::String(self.key.clone()).to_string());
+        f.push(':');
+        f
+    }
+
+    fn args_event(&self, out: &mut Vec<ToolEvent>, fragment: String) {
+        push_event(
+            out,
+            ToolEvent::Args {
+                index: self.calls - 1,
+                fragment,
+            },
+        );
+    }
+
+    /// `text` as the inside of a JSON string (escaping is per character, so pieces escaped
+    /// one by one concatenate to the whole escaped).
+    fn escaped(text: &str) -> String {
+        let q = Value::String(text.to_string()).to_string();
+        q[1..q.len() - 1].to_string()
+    }
+
+    /// Ends a string value that was streaming: its closing quote, and it counts.
+    fn end_string(&mut self, out: &mut Vec<ToolEvent>, rest: &str) {
+        let mut f = Self::escaped(rest);
+        f.push('"');
+        self.args_event(out, f);
+        self.args += 1;
+        self.in_string = false;
     }
 
     /// Finds `tag` in `held` from where the last search stopped; on a miss, remembers where
@@ -418,6 +460,14 @@ impl ToolParser {
                 let mut t = std::mem::take(&mut self.raw);
                 t.push_str(&std::mem::take(&mut self.held));
                 push_event(&mut out, ToolEvent::Text(t));
+            }
+            State::Value if self.in_string => {
+                // A string value cut short keeps what arrived (a partial closing tag
+                // included: it was text after all).
+                let rest = std::mem::take(&mut self.held);
+                self.end_string(&mut out, &rest);
+                self.raw.clear();
+                self.break_call(&mut out);
             }
             _ => {
                 self.break_call(&mut out);
@@ -552,6 +602,25 @@ impl ToolParser {
             },
             State::BeforeValue => self.expect(&[VALUE_OPEN], out),
             State::BetweenArgs => self.expect(&[KEY_OPEN, CALL_CLOSE], out),
+            State::Value if self.in_string => match self.held.find(VALUE_CLOSE) {
+                Some(at) => {
+                    let v: String = self.held.drain(..at).collect();
+                    self.held.drain(..VALUE_CLOSE.len());
+                    self.end_string(out, &v);
+                    self.raw.clear();
+                    self.state = State::BetweenArgs;
+                    true
+                }
+                None => {
+                    // What cannot be the start of `</arg_value>` is certainly value text.
+                    let cut = self.held.len() - partial(&self.held, VALUE_CLOSE);
+                    if cut > 0 {
+                        let v: String = self.held.drain(..cut).collect();
+                        self.args_event(out, Self::escaped(&v));
+                    }
+                    false
+                }
+            },
             State::Value => match self.find_close(VALUE_CLOSE) {
                 Some(at) => {
                     let v: String = self.held.drain(..at).collect();
@@ -563,9 +632,7 @@ impl ToolParser {
                             serde_json::from_str(v.trim()).unwrap_or(Value::String(v))
                         }
                     };
-                    let mut fragment = String::from(if self.args == 0 { "{" } else { "," });
-                    fragment.push_str(&Value::String(self.key.clone()).to_string());
-                    fragment.push(':');
+                    let mut fragment = self.key_fragment();
                     fragment.push_str(&value.to_string());
                     push_event(
                         out,
@@ -591,7 +658,18 @@ impl ToolParser {
         if let Some(tag) = tags.iter().find(|t| rest.starts_with(**t)) {
             self.consume(ws + tag.len());
             match *tag {
-                VALUE_OPEN => self.state = State::Value,
+                VALUE_OPEN => {
+                    self.state = State::Value;
+                    let spec = self.spec.as_ref().expect("in a call");
+                    if spec.kind(&self.key) == ParamKind::Str {
+                        // A string streams: the key and the opening quote now.
+                        let mut f = self.key_fragment();
+                        f.push('"');
+                        self.args_event(out, f);
+                        self.in_string = true;
+                        self.raw.clear();
+                    }
+                }
                 KEY_OPEN => {
                     self.raw.clear();
                     self.raw.push_str(KEY_OPEN);

@@ -100,6 +100,13 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<ToolCall>)> {
             "<arg_key>days</arg_key><arg_value>3",
             vec![call("get_weather", r#"{"city":"Paris"}"#)],
         ),
+        // Cut inside a string value: the value keeps what arrived (it has streamed).
+        (
+            "<tool_call>get_weather<arg_key>days</arg_key><arg_value>3</arg_value>\
+             <arg_key>city</arg_key><arg_value>Par</arg_va",
+            "",
+            vec![call("get_weather", r#"{"days":3,"city":"Par</arg_va"}"#)],
+        ),
         // Text between the pairs breaks the call: closed, the text is content.
         (
             "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome</arg_value>\
@@ -200,22 +207,31 @@ fn streaming_starts_a_call_at_its_name_and_sends_each_argument_when_it_closes() 
     let mut p = ToolParser::new(tools());
     assert_eq!(p.push("Hi <tool_"), vec![ToolEvent::Text("Hi ".into())]);
     assert_eq!(p.push("call>get_weather"), vec![]);
+    // A string value streams as it arrives (a possible closing tag held back).
     assert_eq!(
-        p.push("<arg_key>city</arg_key><arg_value>Par"),
-        vec![ToolEvent::Start {
-            index: 0,
-            name: "get_weather".into()
-        }]
+        p.push("<arg_key>city</arg_key><arg_value>Pa\"r</arg_"),
+        vec![
+            ToolEvent::Start {
+                index: 0,
+                name: "get_weather".into()
+            },
+            ToolEvent::Args {
+                index: 0,
+                fragment: r#"{"city":"Pa\"r"#.into()
+            }
+        ]
     );
     assert_eq!(
         p.push("is</arg_value><arg_key>days"),
         vec![ToolEvent::Args {
             index: 0,
-            fragment: r#"{"city":"Paris""#.into()
+            fragment: r#"</arg_is""#.into()
         }]
     );
+    // A non-string value goes out when it closes.
+    assert_eq!(p.push("</arg_key><arg_value>2"), vec![]);
     assert_eq!(
-        p.push("</arg_key><arg_value>2</arg_value></tool_call> ok"),
+        p.push("</arg_value></tool_call> ok"),
         vec![
             ToolEvent::Args {
                 index: 0,
