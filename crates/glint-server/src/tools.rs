@@ -53,6 +53,8 @@ pub const TAGS: [&str; 6] = [
 ];
 /// A function name longer than this is not a name: the `<tool_call>` was stray text.
 pub const MAX_NAME_BYTES: usize = 256;
+/// Longest tool name (OpenAI's limit is 64, Anthropic's 128; MCP tool names run long).
+pub const MAX_TOOL_NAME: usize = 128;
 /// Most tools per request (OpenAI's own limit).
 pub const MAX_TOOLS: usize = 128;
 
@@ -195,7 +197,7 @@ impl Tools {
             None => return Err(ApiError::field(format!("{at}.name"), "is required")),
         };
         let ok = !name.is_empty()
-            && name.len() <= 64
+            && name.len() <= MAX_TOOL_NAME
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
@@ -203,7 +205,7 @@ impl Tools {
             return Err(ApiError::field(
                 format!("{at}.name"),
                 format!(
-                    "`{}`: a name must have 1 to 64 of a-z, A-Z, 0-9, _, - and .",
+                    "`{}`: a name must have 1 to {MAX_TOOL_NAME} of a-z, A-Z, 0-9, _, - and .",
                     name.escape_debug()
                 ),
             ));
