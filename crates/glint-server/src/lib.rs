@@ -286,13 +286,9 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
     let addr = listener.local_addr()?;
     let app = router(state.clone(), cfg.max_body_bytes);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = rx.await;
-            })
-            .await
-    });
+    let task = tokio::spawn(serve(listener, app, cfg.body_timeout, async {
+        let _ = rx.await;
+    }));
     tracing::info!(%addr, model = %state.model_id, "glint serve listening");
     Ok(Server {
         addr,
@@ -301,6 +297,71 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         task,
         engine_thread: Some(engine_thread),
     })
+}
+
+/// The accept loop (what `axum::serve` does, plus a deadline for each request's line and
+/// headers: hyper's `header_read_timeout`, which needs a timer that axum's loop does not
+/// give it). On `shutdown`: stops accepting, lets every connection finish its requests
+/// (streams included) and close, then returns.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // Every connection task holds a clone; `closed()` resolves when the last is gone.
+    let (alive_tx, alive_rx) = tokio::sync::watch::channel(());
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stop = stop_rx.clone();
+        let alive = alive_rx.clone();
+        tokio::spawn(async move {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = b
+                .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades();
+            tokio::pin!(conn);
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = stop.changed(), if !stopping => {
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(alive);
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(alive_rx);
+    alive_tx.closed().await;
+    Ok(())
 }
 
 /// Every route, as `/metrics` labels them.

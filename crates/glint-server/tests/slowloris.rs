@@ -116,3 +116,48 @@ async fn trickling_bodies_get_408_and_others_are_served_meanwhile() {
     .await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_headers_are_cut_at_the_same_deadline() {
+    let mut cfg = config();
+    cfg.body_timeout = TIMEOUT;
+    let s = start(cfg).await;
+    let addr = s.addr;
+    let slow = tokio::task::spawn_blocking(move || {
+        let t0 = Instant::now();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: glint\r\n")
+            .unwrap();
+        let mut wr = c.try_clone().unwrap();
+        std::thread::spawn(move || {
+            // A header line a byte every 200 ms, forever (until the server hangs up).
+            for b in b"X-Slow: ".iter().chain([b'a'; 200].iter()) {
+                std::thread::sleep(Duration::from_millis(200));
+                if wr.write_all(&[*b]).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut reply = Vec::new();
+        let _ = c.read_to_end(&mut reply);
+        (String::from_utf8_lossy(&reply).into_owned(), t0.elapsed())
+    });
+    // Served meanwhile.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = client();
+    let (status, _) = post(
+        &c,
+        &url(&s, "/v1/completions"),
+        &json!({"prompt": "Hi", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (reply, at) = slow.await.unwrap();
+    // hyper closes the connection at its header read timeout (with a 408 or without a reply).
+    assert!(
+        reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+        "{reply}"
+    );
+    assert!(at >= TIMEOUT && at < TIMEOUT * 3, "{at:?}");
+}
