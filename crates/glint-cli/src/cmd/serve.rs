@@ -42,7 +42,8 @@ pub struct Args {
     /// Largest request body in bytes (larger: 413).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_BODY)]
     pub max_body_bytes: usize,
-    /// Seconds a client may take to send a request's body (slower: 408, connection closed).
+    /// Seconds a client may take to send a request's line and headers, and then its body
+    /// (a slower body: 408 and the connection closed; slower headers: the connection closed).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
     pub body_timeout: f64,
     #[command(flatten)]
