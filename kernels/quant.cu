@@ -4,6 +4,9 @@
 // Each weight type is a struct `W_<type>` with
 //   QK    elements per weight block,      TS   bytes per weight block,
 //   NSUB  work units per block (a unit is what one lane computes at a time),
+//   SPLIT 1 where vd also exists in two halves, `A act(a, ib, sub)` (the activation's part of
+//         unit `sub`) and `dot(w, A, sub)` (the weight's): the matvec kernels then load each
+//         activation unit once for all the rows a warp computes,
 //   vd(w, a, ib, sub)  the partial dot product of unit `sub` of weight block `ib` (at `w`) with
 //                      the activation row `a` in the type's partner format: the integer sums of
 //                      glint-quant's scalar kernel (crates/glint-quant/src/dot/scalar_*.rs),
@@ -15,18 +18,27 @@
 // `matvec_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type.
 //
-// Layouts (all launched with 32 × MV_ROWS threads, one warp per output row):
-//   matvec: grid (ceil(rows / MV_ROWS), min(ceil(n / MV_TOK), 65535)); each warp reads its
-//           weight row once for up to MV_TOK tokens, token groups stride over grid.y.
-//   mmid:   grid (ceil(rows / MV_ROWS), min(n·n_used, 65535)); (token, slot) pairs stride over
-//           grid.y; an expert id ≥ n_slices writes zeros.
+// Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
+// rows; a block holds max(MV_ROWS, ks) warps (blockDim = (32, that)). The host picks ks > 1
+// when the rows alone would leave the GPU's warps idle, from the weight's shape only, so
+// results never depend on the batch:
+//   matvec: grid (ceil(rows / (MV_RPW·groups per block)), min(ceil(n / T), 65535)); each row
+//           group reads its weight rows once for up to T tokens (T = 1 in matvec1_*, MV_TOK in
+//           matvec_*), token groups stride over grid.y.
+//   mmid:   grid (ceil(rows / (MV_RPW·groups per block)), min(n·n_used, 65535)); (token, slot)
+//           pairs stride over grid.y; an expert id ≥ n_slices writes zeros.
 //   get_rows: 256 threads, grid min(n, 65535); one block per gathered row.
+// The hot types' units (Q4_K, Q5_K, Q6_K, Q8_0) are runs of consecutive bytes, so the lanes of
+// a warp read a row contiguously, with wide loads and dp4a on the integer sums; Q4_K and Q5_K
+// use 16-byte loads, which their 16-byte-multiple blocks (and device allocations) align.
 // Byte offsets are `long long` (an expert tensor can exceed 2^31 bytes). Every multi-byte
 // field of every block sits at an even offset and every block size except MXFP4's (which has
 // no multi-byte field) is even, so 16-bit loads are aligned; 32-bit fields are assembled from
 // 16-bit halves where their alignment is not guaranteed.
 
 #define MV_ROWS 4
+#define MV_WARPS_MAX 16
+#define MV_RPW 4
 #define MV_TOK 8
 
 // Partner-format block sizes (elements, bytes).
@@ -80,7 +92,7 @@ __device__ __forceinline__ float coord_sign(u64 grid, u32 signs, int j) {
 // ---- float weights (partner: the same float format; F32 uses the activation as is) -------------
 
 struct W_f32 {
-    enum { QK = 1, TS = 4, NSUB = 1 };
+    enum { QK = 1, TS = 4, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
         return ldf(w) * ((const float*)a)[ib];
     }
@@ -88,7 +100,7 @@ struct W_f32 {
 };
 
 struct W_f16 {
-    enum { QK = 1, TS = 2, NSUB = 1 };
+    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
         return ldh(w) * ldh(a + 2 * (long long)ib);
     }
@@ -96,7 +108,7 @@ struct W_f16 {
 };
 
 struct W_bf16 {
-    enum { QK = 1, TS = 2, NSUB = 1 };
+    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
         return ldbf(w) * ldbf(a + 2 * (long long)ib);
     }
@@ -106,7 +118,7 @@ struct W_bf16 {
 // ---- 32-element blocks against Q8_0 / Q8_1 ---------------------------------------------------
 
 struct W_q4_0 {  // d f16, qs[16]
-    enum { QK = 32, TS = 18, NSUB = 1 };
+    enum { QK = 32, TS = 18, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_0_BYTES;
         const u8* qs = x + 2;
@@ -124,7 +136,7 @@ struct W_q4_0 {  // d f16, qs[16]
 };
 
 struct W_q4_1 {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
-    enum { QK = 32, TS = 20, NSUB = 1 };
+    enum { QK = 32, TS = 20, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_1_BYTES;
         const u8* qs = x + 4;
@@ -141,7 +153,7 @@ struct W_q4_1 {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
 };
 
 struct W_q5_0 {  // d f16, qh[4], qs[16]
-    enum { QK = 32, TS = 22, NSUB = 1 };
+    enum { QK = 32, TS = 22, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_0_BYTES;
         const u32 qh = ld32(x + 2);
@@ -165,7 +177,7 @@ struct W_q5_0 {  // d f16, qh[4], qs[16]
 };
 
 struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
-    enum { QK = 32, TS = 24, NSUB = 1 };
+    enum { QK = 32, TS = 24, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_1_BYTES;
         const u32 qh = ld32(x + 4);
@@ -189,15 +201,33 @@ struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
 };
 
 struct W_q8_0 {  // d f16, qs[32] i8
-    enum { QK = 32, TS = 34, NSUB = 1 };
+    enum { QK = 32, TS = 34, NSUB = 1, SPLIT = 1 };
+    // The whole block: 32-bit loads (blocks are only 2-byte aligned) and dp4a.
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_0_BYTES;
-        const i8* qx = (const i8*)(x + 2);
-        const i8* q8 = (const i8*)(y + 2);
         int s = 0;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) s += qx[j] * q8[j];
+        for (int j = 0; j < 8; ++j) s = __dp4a((int)ld32(x + 2 + 4 * j), (int)ld32(y + 2 + 4 * j), s);
         return (float)s * (ldh(x) * ldh(y));
+    }
+    // The same sum in two halves: the activation block once (A), then each weight row (dot).
+    struct A {
+        int q[8];
+        float d;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int) {
+        const u8* y = a + (long long)ib * Q8_0_BYTES;
+        A r;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) r.q[j] = (int)ld32(y + 2 + 4 * j);
+        r.d = ldh(y);
+        return r;
+    }
+    static __device__ __forceinline__ float dot(const u8* x, const A& y, int) {
+        int s = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s = __dp4a((int)ld32(x + 2 + 4 * j), y.q[j], s);
+        return (float)s * (ldh(x) * y.d);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         return (float)((const i8*)(x + 2))[j] * ldh(x);
@@ -207,7 +237,7 @@ struct W_q8_0 {  // d f16, qs[32] i8
 // Q8_1 as a weight: glint-quant has no Q8_1 dot kernel, so the CPU backend decodes the row and
 // takes an f32 dot with the f32 activation; so does this (partner F32).
 struct W_q8_1 {  // d f16, s f16, qs[32] i8
-    enum { QK = 32, TS = 36, NSUB = 1 };
+    enum { QK = 32, TS = 36, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const float* xa = (const float*)a + (long long)ib * 32;
         const i8* qx = (const i8*)(x + 4);
@@ -223,7 +253,7 @@ struct W_q8_1 {  // d f16, s f16, qs[32] i8
 };
 
 struct W_iq4_nl {  // d f16, qs[16]
-    enum { QK = 32, TS = 18, NSUB = 1 };
+    enum { QK = 32, TS = 18, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_0_BYTES;
         const u8* qs = x + 2;
@@ -241,7 +271,7 @@ struct W_iq4_nl {  // d f16, qs[16]
 };
 
 struct W_mxfp4 {  // e (E8M0), qs[16]
-    enum { QK = 32, TS = 17, NSUB = 1 };
+    enum { QK = 32, TS = 17, NSUB = 1, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
         const u8* y = a + (long long)ib * Q8_0_BYTES;
         const u8* qs = x + 1;
@@ -260,7 +290,7 @@ struct W_mxfp4 {  // e (E8M0), qs[16]
 
 // 64 FP4 weights in four 16-groups with UE4M3 scales, against two Q8_0 blocks; a unit is a group.
 struct W_nvfp4 {  // d[4], qs[32]
-    enum { QK = 64, TS = 36, NSUB = 4 };
+    enum { QK = 64, TS = 36, NSUB = 4, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int s) {
         const u8* y = a + ((long long)ib * 2 + s / 2) * Q8_0_BYTES;
         const i8* q8 = (const i8*)(y + 2) + (s % 2) * 16;
@@ -283,7 +313,7 @@ struct W_nvfp4 {  // d[4], qs[32]
 
 // 128 one-bit weights (+d / -d) against four Q8_0 blocks; a unit is one Q8_0 block.
 struct W_q1_0 {  // d f16, qs[16]
-    enum { QK = 128, TS = 18, NSUB = 4 };
+    enum { QK = 128, TS = 18, NSUB = 4, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int k) {
         const u8* y = a + ((long long)ib * 4 + k) * Q8_0_BYTES;
         const i8* q8 = (const i8*)(y + 2);
@@ -312,6 +342,24 @@ __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m
     }
 }
 
+// scale_min_k4 with the 12 scale bytes in three registers (bytes 0..3, 4..7, 8..11): the
+// header of a Q4_K/Q5_K block read by one 16-byte load. Selects, not an indexed array, so
+// nothing goes to local memory.
+__device__ __forceinline__ u32 byte12(u32 s0, u32 s1, u32 s2, int k) {
+    const u32 w = k < 4 ? s0 : (k < 8 ? s1 : s2);
+    return (w >> (8 * (k & 3))) & 0xff;
+}
+__device__ __forceinline__ void scale_min_k4_regs(int j, u32 s0, u32 s1, u32 s2, int& sc, int& m) {
+    if (j < 4) {
+        sc = (int)(byte12(s0, s1, s2, j) & 63);
+        m = (int)(byte12(s0, s1, s2, j + 4) & 63);
+    } else {
+        const u32 b = byte12(s0, s1, s2, j + 4);
+        sc = (int)((b & 0x0f) | ((byte12(s0, s1, s2, j - 4) >> 6) << 4));
+        m = (int)((b >> 4) | ((byte12(s0, s1, s2, j) >> 6) << 4));
+    }
+}
+
 // Q3_K scale j (0..16), bias 32 removed.
 __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
     int low = j < 8 ? (p[j] & 0x0f) : (p[j - 8] >> 4);
@@ -320,7 +368,7 @@ __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
 }
 
 struct W_q2_k {  // scales[16], qs[64], d, dmin
-    enum { QK = 256, TS = 84, NSUB = 8 };
+    enum { QK = 256, TS = 84, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const int h = u / 4, s = u % 4;
@@ -351,7 +399,7 @@ struct W_q2_k {  // scales[16], qs[64], d, dmin
 };
 
 struct W_q3_k {  // hmask[32], qs[64], scales[12], d
-    enum { QK = 256, TS = 110, NSUB = 8 };
+    enum { QK = 256, TS = 110, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const int half = u / 4, shift = 2 * (u % 4);
@@ -380,20 +428,69 @@ struct W_q3_k {  // hmask[32], qs[64], scales[12], d
 };
 
 struct W_q4_k {  // d, dmin, scales[12], qs[128]
-    enum { QK = 256, TS = 144, NSUB = 8 };
+    enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1 };
+    // Unit u is qs bytes 16u..16u+15 (one 16-byte load: blocks and rows are 16-byte multiples):
+    // their low nibbles are elements 16h.. of sub-block 2p, the high nibbles the same elements
+    // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously.
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8* qs = x + 16 + 32 * (u / 2);
-        const int sh = 4 * (u % 2);
-        const i8* q8 = q8k_qs(y) + 32 * u;
-        int s = 0;
+        const int p = u >> 1, h = u & 1;
+        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w};
+        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
+        const int* yhi = ylo + 8;
+        int slo = 0, shi = 0;
 #pragma unroll
-        for (int l = 0; l < 32; ++l) s += ((qs[l] >> sh) & 0x0f) * q8[l];
-        int sc, m;
-        scale_min_k4(u, x + 4, sc, m);
+        for (int j = 0; j < 4; ++j) {
+            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), ylo[j], slo);
+            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), yhi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4(2 * p, x + 4, sc0, m0);
+        scale_min_k4(2 * p + 1, x + 4, sc1, m1);
         const float yd = q8k_d(y);
-        return (ldh(x) * yd) * (float)(sc * s) -
-               (ldh(x + 2) * yd) * (float)(m * (q8k_bsum(y, 2 * u) + q8k_bsum(y, 2 * u + 1)));
+        return (ldh(x) * yd) * (float)(sc0 * slo + sc1 * shi) -
+               (ldh(x + 2) * yd) * (float)(m0 * q8k_bsum(y, 4 * p + h) + m1 * q8k_bsum(y, 4 * p + 2 + h));
+    }
+    // The same sum in two halves: the activation unit once (A), then each weight row (dot),
+    // whose 16-byte header (d, dmin, scales) is one load.
+    struct A {
+        int lo[4], hi[4];
+        float d;
+        int bs_lo, bs_hi;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const int p = u >> 1, h = u & 1;
+        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
+        A r;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            r.lo[j] = ylo[j];
+            r.hi[j] = ylo[j + 8];
+        }
+        r.d = q8k_d(y);
+        r.bs_lo = q8k_bsum(y, 4 * p + h);
+        r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
+        return r;
+    }
+    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
+        const int p = u >> 1;
+        const uint4 hd = *(const uint4*)x;
+        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w};
+        int slo = 0, shi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
+            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
+        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
+        const float d = __half2float(__ushort_as_half((u16)(hd.x & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
+        return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
@@ -406,21 +503,73 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
 };
 
 struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
-    enum { QK = 256, TS = 176, NSUB = 8 };
+    enum { QK = 256, TS = 176, NSUB = 8, SPLIT = 1 };
+    // Units as Q4_K's (16 qs bytes each); the fifth bits of those elements are bits 2p and
+    // 2p+1 of qh bytes 16h..16h+15.
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8* qh = x + 16;
-        const u8* qs = x + 48 + 32 * (u / 2);
-        const int sh = 4 * (u % 2);
-        const i8* q8 = q8k_qs(y) + 32 * u;
-        int s = 0;
+        const int p = u >> 1, h = u & 1;
+        const uint4 q = *(const uint4*)(x + 48 + 16 * u);
+        const uint4 hb = *(const uint4*)(x + 16 + 16 * h);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
+        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
+        const int* yhi = ylo + 8;
+        int slo = 0, shi = 0;
 #pragma unroll
-        for (int l = 0; l < 32; ++l) s += (((qs[l] >> sh) & 0x0f) | (((qh[l] >> u) & 1) << 4)) * q8[l];
-        int sc, m;
-        scale_min_k4(u, x + 4, sc, m);
+        for (int j = 0; j < 4; ++j) {
+            const u32 lo = (qq[j] & 0x0f0f0f0fu) | (((hh[j] >> (2 * p)) & 0x01010101u) << 4);
+            const u32 hi = ((qq[j] >> 4) & 0x0f0f0f0fu) | (((hh[j] >> (2 * p + 1)) & 0x01010101u) << 4);
+            slo = __dp4a((int)lo, ylo[j], slo);
+            shi = __dp4a((int)hi, yhi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4(2 * p, x + 4, sc0, m0);
+        scale_min_k4(2 * p + 1, x + 4, sc1, m1);
         const float yd = q8k_d(y);
-        return (ldh(x) * yd) * (float)(sc * s) -
-               (ldh(x + 2) * yd) * (float)(m * (q8k_bsum(y, 2 * u) + q8k_bsum(y, 2 * u + 1)));
+        return (ldh(x) * yd) * (float)(sc0 * slo + sc1 * shi) -
+               (ldh(x + 2) * yd) * (float)(m0 * q8k_bsum(y, 4 * p + h) + m1 * q8k_bsum(y, 4 * p + 2 + h));
+    }
+    // Two halves as Q4_K's.
+    struct A {
+        int lo[4], hi[4];
+        float d;
+        int bs_lo, bs_hi;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const int p = u >> 1, h = u & 1;
+        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
+        A r;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            r.lo[j] = ylo[j];
+            r.hi[j] = ylo[j + 8];
+        }
+        r.d = q8k_d(y);
+        r.bs_lo = q8k_bsum(y, 4 * p + h);
+        r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
+        return r;
+    }
+    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
+        const int p = u >> 1, h = u & 1;
+        const uint4 hd = *(const uint4*)x;
+        const uint4 q = *(const uint4*)(x + 48 + 16 * u);
+        const uint4 hb = *(const uint4*)(x + 16 + 16 * h);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
+        int slo = 0, shi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u32 lo = (qq[j] & 0x0f0f0f0fu) | (((hh[j] >> (2 * p)) & 0x01010101u) << 4);
+            const u32 hi = ((qq[j] >> 4) & 0x0f0f0f0fu) | (((hh[j] >> (2 * p + 1)) & 0x01010101u) << 4);
+            slo = __dp4a((int)lo, y.lo[j], slo);
+            shi = __dp4a((int)hi, y.hi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
+        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
+        const float d = __half2float(__ushort_as_half((u16)(hd.x & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
+        return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
@@ -433,26 +582,77 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
 };
 
 struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
-    enum { QK = 256, TS = 210, NSUB = 8 };
+    enum { QK = 256, TS = 210, NSUB = 8, SPLIT = 1 };
     static __device__ __forceinline__ int q(const u8* x, int e) {
         const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const int lo = (x[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0x0f;
         const int hi = (x[128 + 32 * h + l] >> (2 * k)) & 3;
         return (lo | (hi << 4)) - 32;
     }
+    // Unit u covers l = 8c..8c+7 (c = u%4) of half h = u/4, in all four 32-element groups k:
+    // 8 bytes of each ql run and of qh, read by 2-byte loads (blocks are 210 bytes), so the
+    // lanes of a warp read consecutive bytes. Element 128h + 32k + l has scale 8h + 2k + c/2.
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const i8* sc = (const i8*)(x + 192);
-        const i8* q8 = q8k_qs(y) + 32 * u;
-        int sum = 0;
+        const int h = u >> 2, c = u & 3;
+        const u8* qla = x + 64 * h + 8 * c;
+        const u8* qh = x + 128 + 32 * h + 8 * c;
+        const i8* sc = (const i8*)(x + 192) + 8 * h + (c >> 1);
+        const i8* q8 = q8k_qs(y) + 128 * h + 8 * c;
+        int sum[4] = {0, 0, 0, 0};
 #pragma unroll
-        for (int g = 0; g < 2; ++g) {
-            int s = 0;
+        for (int j = 0; j < 2; ++j) {
+            const u32 la = ld32(qla + 4 * j), lb = ld32(qla + 32 + 4 * j), hv = ld32(qh + 4 * j);
+            const u32 v[4] = {
+                (la & 0x0f0f0f0fu) | ((hv & 0x03030303u) << 4),
+                (lb & 0x0f0f0f0fu) | (((hv >> 2) & 0x03030303u) << 4),
+                ((la >> 4) & 0x0f0f0f0fu) | (((hv >> 4) & 0x03030303u) << 4),
+                ((lb >> 4) & 0x0f0f0f0fu) | (((hv >> 6) & 0x03030303u) << 4),
+            };
 #pragma unroll
-            for (int l = 16 * g; l < 16 * g + 16; ++l) s += q(x, 32 * u + l) * q8[l];
-            sum += sc[2 * u + g] * s;
+            for (int k = 0; k < 4; ++k)
+                sum[k] = __dp4a((int)__vsub4(v[k], 0x20202020u), *(const int*)(q8 + 32 * k + 4 * j), sum[k]);
         }
-        return (ldh(x + 208) * q8k_d(y)) * (float)sum;
+        const int s = sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3];
+        return (ldh(x + 208) * q8k_d(y)) * (float)s;
+    }
+    // The same sum in two halves: the activation unit once (A), then each weight row (dot).
+    struct A {
+        int q[4][2];
+        float d;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) {
+        const u8* y = a + (long long)ib * Q8_K_BYTES;
+        const int h = u >> 2, c = u & 3;
+        const i8* q8 = q8k_qs(y) + 128 * h + 8 * c;
+        A r;
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) r.q[k][j] = *(const int*)(q8 + 32 * k + 4 * j);
+        r.d = q8k_d(y);
+        return r;
+    }
+    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
+        const int h = u >> 2, c = u & 3;
+        const u8* qla = x + 64 * h + 8 * c;
+        const u8* qh = x + 128 + 32 * h + 8 * c;
+        const i8* sc = (const i8*)(x + 192) + 8 * h + (c >> 1);
+        int sum[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const u32 la = ld32(qla + 4 * j), lb = ld32(qla + 32 + 4 * j), hv = ld32(qh + 4 * j);
+            const u32 v[4] = {
+                (la & 0x0f0f0f0fu) | ((hv & 0x03030303u) << 4),
+                (lb & 0x0f0f0f0fu) | (((hv >> 2) & 0x03030303u) << 4),
+                ((la >> 4) & 0x0f0f0f0fu) | (((hv >> 4) & 0x03030303u) << 4),
+                ((lb >> 4) & 0x0f0f0f0fu) | (((hv >> 6) & 0x03030303u) << 4),
+            };
+#pragma unroll
+            for (int k = 0; k < 4; ++k) sum[k] = __dp4a((int)__vsub4(v[k], 0x20202020u), y.q[k][j], sum[k]);
+        }
+        const int s = sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3];
+        return (ldh(x + 208) * y.d) * (float)s;
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const i8* sc = (const i8*)(x + 192);
@@ -482,7 +682,7 @@ __device__ __forceinline__ int tq1_trit(const u8* x, int e) {
 }
 
 struct W_tq1_0 {  // qs[48], qh[4], d
-    enum { QK = 256, TS = 54, NSUB = 8 };
+    enum { QK = 256, TS = 54, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const i8* q8 = q8k_qs(y);
@@ -496,7 +696,7 @@ struct W_tq1_0 {  // qs[48], qh[4], d
 };
 
 struct W_tq2_0 {  // qs[64], d
-    enum { QK = 256, TS = 66, NSUB = 8 };
+    enum { QK = 256, TS = 66, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const u8* qs = x + 32 * (u / 4);
@@ -516,7 +716,7 @@ struct W_tq2_0 {  // qs[64], d
 // ---- i-quants against Q8_K (a unit is one 32-weight group) ------------------------------------
 
 struct W_iq2_xxs {  // d, qs u16[32]
-    enum { QK = 256, TS = 66, NSUB = 8 };
+    enum { QK = 256, TS = 66, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const u8* q = x + 2 + 8 * g;
@@ -539,7 +739,7 @@ struct W_iq2_xxs {  // d, qs u16[32]
 };
 
 struct W_iq2_xs {  // d, qs u16[32], scales[8]
-    enum { QK = 256, TS = 74, NSUB = 8 };
+    enum { QK = 256, TS = 74, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const u8 sc = x[66 + g];
@@ -565,7 +765,7 @@ struct W_iq2_xs {  // d, qs u16[32], scales[8]
 };
 
 struct W_iq2_s {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales[8]
-    enum { QK = 256, TS = 82, NSUB = 8 };
+    enum { QK = 256, TS = 82, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ int idx(const u8* x, int g, int l) {
         return x[2 + 4 * g + l] | (((int)x[66 + g] << (8 - 2 * l)) & 0x300);
     }
@@ -592,7 +792,7 @@ struct W_iq2_s {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales
 };
 
 struct W_iq3_xxs {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
-    enum { QK = 256, TS = 98, NSUB = 8 };
+    enum { QK = 256, TS = 98, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ u64 grid(const u8* q3, int l) {
         return (u64)iq3xxs_grid[q3[2 * l]] | ((u64)iq3xxs_grid[q3[2 * l + 1]] << 32);
     }
@@ -616,7 +816,7 @@ struct W_iq3_xxs {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
 };
 
 struct W_iq3_s {  // d, qs[64], qh[8], signs[32], scales[4]
-    enum { QK = 256, TS = 110, NSUB = 8 };
+    enum { QK = 256, TS = 110, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ u64 grid(const u8* x, int g, int l) {
         const int qh = x[66 + g];
         const int i1 = x[2 + 8 * g + 2 * l] | ((qh << (8 - 2 * l)) & 256);
@@ -645,7 +845,7 @@ struct W_iq3_s {  // d, qs[64], qh[8], signs[32], scales[4]
 #define IQ1_DELTA 0.125f
 
 struct W_iq1_s {  // d, qs[32], qh u16[8]
-    enum { QK = 256, TS = 50, NSUB = 8 };
+    enum { QK = 256, TS = 50, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
         const u32 qh = ld16(x + 34 + 2 * g);
@@ -674,7 +874,7 @@ struct W_iq1_s {  // d, qs[32], qh u16[8]
 };
 
 struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbles)
-    enum { QK = 256, TS = 56, NSUB = 8 };
+    enum { QK = 256, TS = 56, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ float scale(const u8* x) {
         const u16 s0 = ld16(x + 48), s1 = ld16(x + 50), s2 = ld16(x + 52), s3 = ld16(x + 54);
         const u16 bits = (u16)((s0 >> 12) | ((s1 >> 8) & 0x00f0) | ((s2 >> 4) & 0x0f00) | (s3 & 0xf000));
@@ -722,7 +922,7 @@ struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbl
 };
 
 struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
-    enum { QK = 256, TS = 136, NSUB = 8 };
+    enum { QK = 256, TS = 136, NSUB = 8, SPLIT = 0 };
     static __device__ __forceinline__ int ls(const u8* x, int g) {
         const int lo = (x[4 + g / 2] >> (4 * (g % 2))) & 0x0f;
         const int hi = (ld16(x + 2) >> (2 * g)) & 3;
@@ -749,66 +949,138 @@ struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
 
 // ---- the three kernel templates --------------------------------------------------------------
 
-// acc[t] = W row · activation row t for t < nt (≤ MAXT), summed over the warp (every lane gets
-// the sums). `act` is activation row 0; rows are `act_stride` bytes apart.
+// acc[r][t] = W row r · activation row t for the nr ≤ MV_RPW rows at `wrow` (`row_bytes` apart)
+// and t < nt (≤ MAXT), over the `ks` warps of a row group (warp `part` of them takes every ks-th
+// run of 32 units), then summed over the warp; lane 0 of each warp holds the warp's sums.
+// `act` is activation row 0; rows are `act_stride` bytes apart. The rows of a warp share each
+// activation load (the compiler keeps one copy for the MV_RPW weight units) and keep MV_RPW
+// weight loads in flight per lane. The order of every row's sum depends on ks only, never on
+// the number of tokens: a row's result is the same in any batch.
 template <class W, int MAXT>
-__device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, int cols, const u8* __restrict__ act,
-                                        long long act_stride, int nt, float (&acc)[MAXT]) {
+__device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols,
+                                        const u8* __restrict__ act, long long act_stride, int nt, int nr, int ks,
+                                        int part, float (&acc)[MV_RPW][MAXT]) {
 #pragma unroll
-    for (int t = 0; t < MAXT; ++t) acc[t] = 0.0f;
+    for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
     const int units = cols / W::QK * W::NSUB;
-    for (int u = threadIdx.x; u < units; u += 32) {
+#pragma unroll 2
+    for (int u = part * 32 + (threadIdx.x & 31); u < units; u += 32 * ks) {
         const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
-        const u8* wb = wrow + (long long)ib * W::TS;
 #pragma unroll
-        for (int t = 0; t < MAXT; ++t)
-            if (t < nt) acc[t] += W::vd(wb, act + t * act_stride, ib, sub);
+        for (int t = 0; t < MAXT; ++t) {
+            if (t < nt) {
+                if constexpr (W::SPLIT) {
+                    const typename W::A a = W::act(act + t * act_stride, ib, sub);
+#pragma unroll
+                    for (int r = 0; r < MV_RPW; ++r)
+                        if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
+                } else {
+#pragma unroll
+                    for (int r = 0; r < MV_RPW; ++r)
+                        if (r < nr)
+                            acc[r][t] += W::vd(wrow + r * row_bytes + (long long)ib * W::TS, act + t * act_stride, ib, sub);
+                }
+            }
+        }
     }
 #pragma unroll
-    for (int t = 0; t < MAXT; ++t) acc[t] = warp_sum(acc[t]);
+    for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) acc[r][t] = warp_sum(acc[r][t]);
 }
 
-// y[t·rows + r] = W[r] · act[t] for t < n.
-template <class W>
-__device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
-                                       int cols, int rows, int n, long long act_stride) {
-    const int r = blockIdx.x * MV_ROWS + threadIdx.y;
-    if (r >= rows) return;  // whole warp
-    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
-    const u8* wrow = w + (long long)r * row_bytes;
-    const int groups = (n + MV_TOK - 1) / MV_TOK;
-    for (int g = blockIdx.y; g < groups; g += gridDim.y) {
-        const int t0 = g * MV_TOK, nt = min(MV_TOK, n - t0);
-        float acc[MV_TOK];
-        row_dot<W, MV_TOK>(wrow, cols, act + (long long)t0 * act_stride, act_stride, nt, acc);
-        if (threadIdx.x == 0) {
+// Adds the `ks` warps' sums of each row group (in warp order) into lane 0 of its first warp.
+// Every thread of the block calls it (it synchronises the block).
+template <int MAXT>
+__device__ __forceinline__ void group_sum(int ks, float (&acc)[MV_RPW][MAXT]) {
+    if (ks == 1) return;
+    __shared__ float part[MV_WARPS_MAX][MV_RPW][MAXT];
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-            for (int t = 0; t < MV_TOK; ++t)
-                if (t < nt) y[(long long)(t0 + t) * rows + r] = acc[t];
+        for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) part[threadIdx.y][r][t] = acc[r][t];
+    }
+    __syncthreads();
+    if (threadIdx.y % ks == 0) {
+#pragma unroll
+        for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) {
+                float s = part[threadIdx.y][r][t];
+                for (int k = 1; k < ks; ++k) s += part[threadIdx.y + k][r][t];
+                acc[r][t] = s;
+            }
+    }
+}
+
+// y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
+// each group computes MV_RPW consecutive rows. Several warps split a row group when there are
+// too few rows to fill the GPU. MAXT is 1 for a single token (fewer registers) and
+// MV_TOK otherwise; both give the same sums.
+template <class W, int MAXT>
+__device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
+                                       int cols, int rows, int n, long long act_stride, int ks) {
+    const int r0 = (blockIdx.x * (blockDim.y / ks) + threadIdx.y / ks) * MV_RPW, part = threadIdx.y % ks;
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    // The last group moves back to end at the last row (it recomputes rows of the group before
+    // it and writes only its own); no early return, as group_sum synchronises the block.
+    const int rl = max(min(r0, rows - MV_RPW), 0);
+    const u8* wrow = w + (long long)rl * row_bytes;
+    const int groups = (n + MAXT - 1) / MAXT;
+    for (int g = blockIdx.y; g < groups; g += gridDim.y) {
+        const int t0 = g * MAXT, nt = min(MAXT, n - t0);
+        float acc[MV_RPW][MAXT];
+        row_dot<W, MAXT>(wrow, row_bytes, cols, act + (long long)t0 * act_stride, act_stride, r0 < rows ? nt : 0,
+                         min(MV_RPW, rows - rl), ks, part, acc);
+        group_sum<MAXT>(ks, acc);
+        if (part == 0 && (threadIdx.x & 31) == 0) {
+#pragma unroll
+            for (int r = 0; r < MV_RPW; ++r) {
+                const int row = rl + r;
+                if (row >= r0 && row < rows) {
+#pragma unroll
+                    for (int t = 0; t < MAXT; ++t)
+                        if (t < nt) y[(long long)(t0 + t) * rows + row] = acc[r][t];
+                }
+            }
         }
     }
 }
 
-// y[p·rows + r] = W[ids[p]][r] · act[x_per_slot ? p : p / n_used] for pairs p < n_pairs.
+// y[p·rows + r] = W[ids[p]][r] · act[x_per_slot ? p : p / n_used] for pairs p < n_pairs; row
+// groups as in matvec.
 template <class W>
 __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __restrict__ ids,
                                      const u8* __restrict__ act, float* __restrict__ y, int cols, int rows,
-                                     int n_slices, int n_used, int n_pairs, int x_per_slot, long long act_stride) {
-    const int r = blockIdx.x * MV_ROWS + threadIdx.y;
-    if (r >= rows) return;
+                                     int n_slices, int n_used, int n_pairs, int x_per_slot, long long act_stride,
+                                     int ks) {
+    const int r0 = (blockIdx.x * (blockDim.y / ks) + threadIdx.y / ks) * MV_RPW, part = threadIdx.y % ks;
     const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    const int rl = max(min(r0, rows - MV_RPW), 0);
     for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
         const u32 e = ids[p];
-        float* out = y + (long long)p * rows + r;
-        if (e >= (u32)n_slices) {  // same id in every lane: the branch is warp-uniform
-            if (threadIdx.x == 0) *out = 0.0f;
+        float* out = y + (long long)p * rows;
+        if (e >= (u32)n_slices) {  // same id in the whole block: the branch is block-uniform
+            if (part == 0 && threadIdx.x == 0)
+                for (int r = r0; r < min(r0 + MV_RPW, rows); ++r) out[r] = 0.0f;
             continue;
         }
-        const u8* wrow = w + ((long long)e * rows + r) * row_bytes;
+        const u8* wrow = w + ((long long)e * rows + rl) * row_bytes;
         const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
-        float acc[1];
-        row_dot<W, 1>(wrow, cols, a, act_stride, 1, acc);
-        if (threadIdx.x == 0) *out = acc[0];
+        float acc[MV_RPW][1];
+        row_dot<W, 1>(wrow, row_bytes, cols, a, act_stride, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks, part, acc);
+        group_sum<1>(ks, acc);
+        if (part == 0 && threadIdx.x == 0) {
+#pragma unroll
+            for (int r = 0; r < MV_RPW; ++r) {
+                const int row = rl + r;
+                if (row >= r0 && row < rows) out[row] = acc[r][0];
+            }
+        }
     }
 }
 
@@ -833,16 +1105,21 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
 }
 
 #define QUANT_KERNELS(name, W)                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * MV_ROWS)                                       \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         matvec_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,   \
-                      int cols, int rows, int n, long long act_stride) {                             \
-        matvec<W>(w, act, y, cols, rows, n, act_stride);                                             \
+                      int cols, int rows, int n, long long act_stride, int ks) {                     \
+        matvec<W, MV_TOK>(w, act, y, cols, rows, n, act_stride, ks);                                 \
     }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * MV_ROWS)                                       \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
+        matvec1_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,  \
+                       int cols, int rows, int n, long long act_stride, int ks) {                    \
+        matvec<W, 1>(w, act, y, cols, rows, n, act_stride, ks);                                      \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         mmid_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
                     float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
-                    int x_per_slot, long long act_stride) {                                          \
-        mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride);      \
+                    int x_per_slot, long long act_stride, int ks) {                                  \
+        mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks);  \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                                \
         get_rows_##name(const u8* __restrict__ w, const u32* __restrict__ ids, float* __restrict__ out, \

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds, on a machine without a GPU, everything scripts/cuda-tests.sh runs on one: the glint
-# binary and the CUDA test binaries (glint-cuda's own tests and the model tests' ::cuda
-# variants), stripped into device-bin/ (git-ignored; small enough to carry to a GPU machine).
+# binary and the CUDA test binaries (glint-cuda's own tests, the model tests' ::cuda
+# variants, glint-tp's NCCL tests), stripped into device-bin/ (git-ignored; small enough to
+# carry to a GPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf device-bin && mkdir -p device-bin/tests
 cargo build --release -p glint-cli --features cuda
 strip -o device-bin/glint target/release/glint
-cargo test --release --features cuda -p glint-cuda -p glm5-model --no-run --message-format=json \
+cargo test --release --features cuda -p glint-cuda -p glm5-model -p glint-tp --no-run --message-format=json \
   | python3 -c '
 import json, sys
 for line in sys.stdin:

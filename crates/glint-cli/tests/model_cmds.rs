@@ -229,3 +229,72 @@ fn generate_refuses_ctx_past_the_model_context() {
         "{err}"
     );
 }
+
+#[test]
+fn tp_flags_keep_logits_and_greedy_text() {
+    // Rank threads in this process: the logits of --tp 1 within the library's TP bound
+    // (glm5-model tests/tp.rs: 2e-5, measured ≤ 1.4e-5), with and without --ep.
+    let one = logits_with(&[]);
+    for extra in [&["--tp", "2"][..], &["--tp", "4", "--ep"][..]] {
+        for (pos, ((g, _), (g1, _))) in logits_with(extra).iter().zip(&one).enumerate() {
+            let d = g
+                .iter()
+                .zip(g1)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(d <= 2e-5, "{extra:?} row {pos}: max |Δ| vs --tp 1 = {d}");
+        }
+    }
+    let c = case("short");
+    let want = c["greedy_text"].as_str().unwrap();
+    let n = ids(&c["greedy_new_tokens"]).len().to_string();
+    let prompt = c["text"].as_str().unwrap();
+    let path = model_path(&c);
+    let o = glint(&[
+        "generate",
+        "-m",
+        &path,
+        "-p",
+        prompt,
+        "-n",
+        &n,
+        "--temp",
+        "0",
+        "--ignore-eos",
+        "--special",
+        "--tp",
+        "4",
+    ]);
+    assert_eq!(
+        stdout_ok(&o, "generate --tp 4"),
+        format!("{prompt}{want}\n")
+    );
+    // Processes meeting at a master carry NCCL: on the CPU they are refused up front.
+    let o = glint(&[
+        "generate",
+        "-m",
+        &path,
+        "-p",
+        "x",
+        "-n",
+        "1",
+        "--tp",
+        "2",
+        "--rank",
+        "0",
+        "--master",
+        "127.0.0.1:1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("needs --device cuda"),
+        "{err}"
+    );
+    // 4 heads over 8 ranks: refused before anything runs, naming the tensor and the numbers.
+    let o = glint(&["generate", "-m", &path, "-p", "x", "-n", "1", "--tp", "8"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("blk.0.attn_q_b.weight: 4 attention heads do not divide over 8 ranks"),
+        "{err}"
+    );
+}

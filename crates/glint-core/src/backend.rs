@@ -298,6 +298,39 @@ pub trait Backend: Send + Sync {
         dim: usize,
         out: &mut Self::Buf,
     ) -> Result<()>;
+    /// Expert parallelism: this rank holds experts `first .. first + count` of the routed set.
+    /// For each of the `n_tokens × n_used` choices, an expert it holds becomes its local index
+    /// (`id − first`) and keeps its weight; any other becomes local expert 0 with weight 0, so
+    /// `moe_combine` adds exactly the held experts' share and the ranks' shares sum to the
+    /// whole. The default body goes through the host (`download_ids`/`write`): exact on any
+    /// backend, free on the CPU; a backend that records steps overrides it with a kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn moe_local_experts(
+        &self,
+        ids: &mut Self::Ids,
+        weights: &mut Self::Buf,
+        n_tokens: usize,
+        n_used: usize,
+        first: u32,
+        count: u32,
+    ) -> Result<()> {
+        let len = n_tokens * n_used;
+        let mut host_ids = vec![0u32; len];
+        let mut host_w = vec![0f32; len];
+        self.download_ids(ids, &mut host_ids)?;
+        self.download(weights, &mut host_w)?;
+        for (id, w) in host_ids.iter_mut().zip(host_w.iter_mut()) {
+            match id.checked_sub(first) {
+                Some(local) if local < count => *id = local,
+                _ => {
+                    *id = 0;
+                    *w = 0.0;
+                }
+            }
+        }
+        self.write_ids(ids, &host_ids)?;
+        self.write(weights, &host_w)
+    }
     /// DSA lightning-indexer scores `out [n × n_kv]`:
     /// `out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t])` for `t ≤ pos[s]`, `−∞` otherwise, where
     /// `k[t]` is logical key `t` of token `s`'s sequence, found through `pages` in the paged

@@ -50,6 +50,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("cache types", &cache_types::<B>);
     run("moe_route", &moe_route::<B>);
     run("moe_combine", &moe_combine::<B>);
+    run("moe_local_experts", &moe_local_experts::<B>);
     run("top_k", &top_k::<B>);
     run("indexer", &indexer::<B>);
     run("mla_attention", &attention::<B>);
@@ -676,6 +677,35 @@ fn moe_combine<B: Backend>(be: &B) {
         }
     }
     close("moe_combine", "", &down(be, &out, n * dim), &want, &mag, k);
+}
+
+/// Expert parallelism's id remap: held experts become local ids with their weight, the
+/// others local expert 0 with weight 0; entries past `n × k` are untouched.
+fn moe_local_experts<B: Backend>(be: &B) {
+    let mut r = Rng(11);
+    let (n, k, n_expert, first, count) = (5, 3, 16u32, 4u32, 4u32);
+    let ids: Vec<u32> = (0..n * k + 2)
+        .map(|i| (i as u32 * 7 + 3) % n_expert)
+        .collect();
+    let w = r.vec(n * k + 2, 1.0);
+    let mut d_ids = be.upload_ids(&ids).expect("upload_ids");
+    let mut d_w = up(be, &w);
+    be.moe_local_experts(&mut d_ids, &mut d_w, n, k, first, count)
+        .expect("moe_local_experts");
+    let (got_ids, got_w) = (down_ids(be, &d_ids, n * k + 2), down(be, &d_w, n * k + 2));
+    for i in 0..n * k + 2 {
+        let held = i < n * k && (first..first + count).contains(&ids[i]);
+        let (want_id, want_w) = match () {
+            _ if i >= n * k => (ids[i], w[i]),
+            _ if held => (ids[i] - first, w[i]),
+            _ => (0, 0.0),
+        };
+        assert_eq!(
+            (got_ids[i], got_w[i]),
+            (want_id, want_w),
+            "moe_local_experts entry {i}"
+        );
+    }
 }
 
 /// The set of the `k` largest of `v`, ties to the lower index.

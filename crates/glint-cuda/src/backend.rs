@@ -144,6 +144,12 @@ impl CudaBackend {
         &self.info
     }
 
+    /// The one stream every op of this backend is issued on, in order: work another library
+    /// issues on it (NCCL collectives) is ordered with the ops and captured with them.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Waits for every launched op (tests, timing; never inside a step).
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(dev("synchronize"))

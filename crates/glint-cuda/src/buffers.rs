@@ -14,6 +14,17 @@ pub struct CudaIds {
     pub(crate) len: usize,
 }
 
+/// The device memory behind a buffer, for libraries that issue their own work on the
+/// backend's stream ([`crate::CudaBackend::stream`]): NCCL collectives in glint-tp.
+impl CudaBuf {
+    pub fn slice(&self) -> &CudaSlice<f32> {
+        &self.data
+    }
+    pub fn slice_mut(&mut self) -> &mut CudaSlice<f32> {
+        &mut self.data
+    }
+}
+
 /// A weight copied to the device as its GGUF bytes (quantized blocks stay quantized).
 pub struct CudaWeight {
     pub(crate) data: CudaSlice<u8>,

@@ -20,6 +20,8 @@ use crate::compile::Family;
 pub(crate) struct Kind {
     pub ty: GgmlType,
     pub matvec: &'static str,
+    /// The same sums for one token, with fewer registers.
+    pub matvec1: &'static str,
     pub mmid: &'static str,
     pub get_rows: &'static str,
     /// The activation format of `matvec` / `mmid` (F32: the activation as is).
@@ -35,6 +37,7 @@ macro_rules! kinds {
         pub(crate) const KINDS: &[Kind] = &[$(Kind {
             ty: GgmlType::$ty,
             matvec: concat!("matvec_", $name),
+            matvec1: concat!("matvec1_", $name),
             mmid: concat!("mmid_", $name),
             get_rows: concat!("get_rows_", $name),
             partner: GgmlType::$partner,
@@ -95,9 +98,12 @@ fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, bool)> {
     })
 }
 
-/// Warps of 32 lanes per output-row block of the matvec kernels (kernels/quant.cu MV_ROWS),
-/// and tokens one warp handles per weight-row read (MV_TOK).
+/// Warps of 32 lanes per block of the matvec kernels (kernels/quant.cu MV_ROWS), output rows
+/// one warp group computes (MV_RPW), and tokens it handles per weight-row read (MV_TOK).
 const MV_ROWS: usize = 4;
+const MV_RPW: usize = 4;
+/// Most warps one row group may be split over (kernels/quant.cu MV_WARPS_MAX).
+const MV_WARPS_MAX: usize = 16;
 const MV_TOK: usize = 8;
 /// CUDA's limit on grid.y / grid.z; the kernels stride over larger counts.
 const GRID_YZ_MAX: usize = 65_535;
@@ -281,16 +287,44 @@ fn activation<'a>(
     Ok((Act::Quant(out), stride_i))
 }
 
-fn mv_grid(rows: usize, y_count: usize) -> LaunchConfig {
+/// Warps a launch should have in flight before rows are split over several warps: about 16
+/// per multiprocessor of an H100/H200 (132 of them), enough loads in flight to hide DRAM latency.
+const WARPS_WANTED: usize = 132 * 16;
+
+/// Warps per row group (kernels/quant.cu `ks`): 1 when the row groups fill the GPU, else up to
+/// MV_WARPS_MAX, as long as each warp keeps at least two runs of 32 units. It depends on the weight's shape
+/// alone, so a row's sum is formed the same way whatever the batch.
+fn warps_per_row(rows: usize, units: usize) -> usize {
+    let groups = rows.div_ceil(MV_RPW);
+    let mut ks = 1;
+    while ks < MV_WARPS_MAX && groups.saturating_mul(ks) < WARPS_WANTED && units >= 64 * ks {
+        ks *= 2;
+    }
+    ks
+}
+
+/// max(MV_ROWS, ks) warps a block: MV_ROWS / ks row groups, or one group of ks warps.
+fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
+    let warps = MV_ROWS.max(ks);
     LaunchConfig {
         grid_dim: (
-            rows.div_ceil(MV_ROWS).max(1) as u32,
+            rows.div_ceil(MV_RPW * (warps / ks)).max(1) as u32,
             y_count.clamp(1, GRID_YZ_MAX) as u32,
             1,
         ),
-        block_dim: (32, MV_ROWS as u32, 1),
+        block_dim: (32, warps as u32, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`).
+fn units(ty: GgmlType, cols: usize) -> usize {
+    let per_block = match ty.block_size() {
+        256 => 8,
+        64 | 128 => 4,
+        _ => 1,
+    };
+    cols / ty.block_size() * per_block
 }
 
 pub(crate) fn matmul(
@@ -317,7 +351,12 @@ pub(crate) fn matmul(
     let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
-    let f = be.func(Family::Quant, k.matvec)?;
+    let (name, per_set) = if n == 1 {
+        (k.matvec1, 1)
+    } else {
+        (k.matvec, MV_TOK)
+    };
+    let f = be.func(Family::Quant, name)?;
     let mut b = be.stream.launch_builder(&f);
     b.arg(&w.data);
     match &act {
@@ -329,9 +368,12 @@ pub(crate) fn matmul(
         .arg(&rows_i)
         .arg(&n_i)
         .arg(&stride);
+    let ks = warps_per_row(rows, units(w.ty, cols));
+    let ks_i = ks as i32;
+    b.arg(&ks_i);
     // SAFETY: the kernel reads rows × row_bytes of w (checked at upload), n activation rows
     // and writes n × rows floats of y (checked above).
-    unsafe { b.launch(mv_grid(rows, n.div_ceil(MV_TOK))) }.map_err(dev(OP))?;
+    unsafe { b.launch(mv_grid(rows, n.div_ceil(per_set), ks)) }.map_err(dev(OP))?;
     Ok(())
 }
 
@@ -377,9 +419,12 @@ pub(crate) fn mul_mat_id(
         .arg(&pairs_i)
         .arg(&per_slot_i)
         .arg(&stride);
+    let ks = warps_per_row(rows, units(w.ty, cols));
+    let ks_i = ks as i32;
+    b.arg(&ks_i);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
     // y sizes are checked above.
-    unsafe { b.launch(mv_grid(rows, pairs)) }.map_err(dev(OP))?;
+    unsafe { b.launch(mv_grid(rows, pairs, ks)) }.map_err(dev(OP))?;
     Ok(())
 }
 

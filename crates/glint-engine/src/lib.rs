@@ -5,6 +5,7 @@
 
 pub mod chat;
 pub mod generate;
+pub mod prefix_cache;
 pub mod sampler;
 pub mod scheduler;
 pub mod tokenizer;

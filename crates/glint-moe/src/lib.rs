@@ -29,6 +29,10 @@ pub struct MoeWeights<'a, B: Backend + 'a> {
     pub d_ff: usize,
     pub shared: Option<MlpWeights<'a, B>>,
     pub router: RouterParams,
+    /// Expert parallelism: the stacked expert tensors hold only routed experts
+    /// `first .. first + count` (`Some((first, count))`); the router still scores all of them
+    /// and choices of experts held elsewhere contribute nothing here. `None`: every expert.
+    pub local_experts: Option<(u32, u32)>,
 }
 
 /// The widest FFN a step runs, for sizing [`MoeScratch`] once.
@@ -142,6 +146,9 @@ pub fn moe<B: Backend>(
         ids,
         &mut sc.expert_weights,
     )?;
+    if let Some((first, count)) = w.local_experts {
+        be.moe_local_experts(ids, &mut sc.expert_weights, n, k, first, count)?;
+    }
     be.moe_plan(ids, n, k, r.n_expert, &mut sc.route_plan)?;
     let (ids, plan) = (&sc.expert_ids, &sc.route_plan);
 

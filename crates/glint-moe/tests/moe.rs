@@ -110,6 +110,7 @@ fn check_moe(fused: bool) {
             normalize: true,
             scale: 2.5,
         },
+        local_experts: None,
     };
     let mut out = be.alloc(n * D).unwrap();
     let sizes = FfnSizes {

@@ -100,9 +100,18 @@ pub struct EngineStats {
     pub alive: AtomicBool,
     pub running: AtomicUsize,
     pub waiting: AtomicUsize,
+    /// Blocks a request could get: free, or cached and held by no sequence.
     pub free_blocks: AtomicUsize,
     pub total_blocks: AtomicUsize,
+    /// Blocks the prefix cache holds (shared with running sequences or evictable).
+    pub cached_blocks: AtomicUsize,
     pub steps: AtomicU64,
+    /// Tokens run through the model (prompt chunks, decode tokens, recomputation).
+    pub computed_tokens: AtomicU64,
+    /// Prompt tokens found in the prefix cache instead of computed.
+    pub prefix_hit_tokens: AtomicU64,
+    /// Running sequences sent back to the queue for want of blocks.
+    pub preemptions: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub generated_tokens: AtomicU64,
     /// Seconds from a request's arrival to its first sampled token.
@@ -119,7 +128,11 @@ impl Default for EngineStats {
             waiting: AtomicUsize::new(0),
             free_blocks: AtomicUsize::new(0),
             total_blocks: AtomicUsize::new(0),
+            cached_blocks: AtomicUsize::new(0),
             steps: AtomicU64::new(0),
+            computed_tokens: AtomicU64::new(0),
+            prefix_hit_tokens: AtomicU64::new(0),
+            preemptions: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
             ttft: Histogram::new(TTFT_BUCKETS),
@@ -272,6 +285,17 @@ fn publish<B: Backend>(s: &Scheduler<'_, '_, B>, stats: &EngineStats) {
     stats
         .total_blocks
         .store(s.total_blocks(), Ordering::Relaxed);
+    stats
+        .cached_blocks
+        .store(s.cached_blocks(), Ordering::Relaxed);
+    let c = s.counters();
+    stats
+        .computed_tokens
+        .store(c.computed_tokens, Ordering::Relaxed);
+    stats
+        .prefix_hit_tokens
+        .store(c.prefix_hit_tokens, Ordering::Relaxed);
+    stats.preemptions.store(c.preemptions, Ordering::Relaxed);
 }
 
 /// The loop: take work (blocking only when idle), drop requests nobody reads any more, step,

@@ -327,7 +327,11 @@ async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
+        // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
+        // one until the client acknowledges the previous, which delayed ACKs put off by ~40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
         let svc = hyper_util::service::TowerToHyperService::new(app.clone());
         let mut stop = stop_rx.clone();
         let alive = alive_rx.clone();
@@ -530,7 +534,10 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
         "waiting": s.waiting.load(Ordering::Relaxed),
         "free_blocks": s.free_blocks.load(Ordering::Relaxed),
         "total_blocks": s.total_blocks.load(Ordering::Relaxed),
+        "cached_blocks": s.cached_blocks.load(Ordering::Relaxed),
         "steps": s.steps.load(Ordering::Relaxed),
+        "prefix_hit_tokens": s.prefix_hit_tokens.load(Ordering::Relaxed),
+        "preemptions": s.preemptions.load(Ordering::Relaxed),
         "prompt_tokens": s.prompt_tokens.load(Ordering::Relaxed),
         "generated_tokens": s.generated_tokens.load(Ordering::Relaxed),
     });

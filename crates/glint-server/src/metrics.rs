@@ -174,15 +174,22 @@ pub fn render(st: &crate::AppState) -> String {
         &mut out,
         "glint_cache_blocks_used",
         "gauge",
-        "KV pool blocks in use",
+        "KV pool blocks held by running sequences",
         total.saturating_sub(free),
     );
     scalar(
         &mut out,
         "glint_cache_blocks_free",
         "gauge",
-        "KV pool blocks free",
+        "KV pool blocks free, or cached for prefix reuse and held by no sequence (evictable)",
         free,
+    );
+    scalar(
+        &mut out,
+        "glint_prefix_cache_blocks",
+        "gauge",
+        "KV pool blocks kept by the prefix cache (shared with sequences or evictable)",
+        e.cached_blocks.load(Relaxed),
     );
     scalar(
         &mut out,
@@ -211,6 +218,27 @@ pub fn render(st: &crate::AppState) -> String {
         "counter",
         "Tokens sampled (end-of-turn tokens included)",
         e.generated_tokens.load(Relaxed),
+    );
+    scalar(
+        &mut out,
+        "glint_prefix_cache_hit_tokens_total",
+        "counter",
+        "Prompt tokens found in the prefix cache (not computed)",
+        e.prefix_hit_tokens.load(Relaxed),
+    );
+    scalar(
+        &mut out,
+        "glint_computed_tokens_total",
+        "counter",
+        "Tokens run through the model: prompt chunks, decode tokens, recomputation after preemption",
+        e.computed_tokens.load(Relaxed),
+    );
+    scalar(
+        &mut out,
+        "glint_preemptions_total",
+        "counter",
+        "Running requests sent back to the queue (and recomputed later) for want of cache blocks",
+        e.preemptions.load(Relaxed),
     );
     e.ttft.write(
         &mut out,

@@ -20,6 +20,7 @@ fn config() -> ServerConfig {
             block_size: 16,
             max_ctx: 1024,
             cache: Default::default(),
+            prefix_caching: true,
         },
         queue: 8,
         max_body_bytes: 64 << 10,

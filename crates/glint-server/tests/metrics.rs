@@ -206,3 +206,64 @@ async fn a_client_that_leaves_is_counted_as_cancelled() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_prompt_prefix_is_served_from_the_prefix_cache() {
+    let s = start(config()).await;
+    let c = client();
+    let comp = url(&s, "/v1/completions");
+    let get = |m: &HashMap<String, f64>, k: &str| m[k];
+    let metrics = || async {
+        parse(
+            &c.get(url(&s, "/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap(),
+        )
+    };
+    // A long system-prompt-like text, then two different endings.
+    let prefix = "You are a careful assistant who answers every question in one short line. ";
+    let n = 5u64;
+    let mut texts = Vec::new();
+    let mut prompts = Vec::new();
+    for (i, end) in [
+        "What is two and two?",
+        "What is two and two?",
+        "Name a colour.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let before = metrics().await;
+        let body = json!({"prompt": format!("{prefix}{end}"), "temperature": 0,
+                          "max_tokens": n, "ignore_eos": true});
+        let (status, v) = post(&c, &comp, &body).await;
+        assert_eq!(status, 200, "{v}");
+        wait_health(&c, &s, idle).await;
+        let after = metrics().await;
+        let p = v["usage"]["prompt_tokens"].as_u64().unwrap();
+        let hit = get(&after, "glint_prefix_cache_hit_tokens_total")
+            - get(&before, "glint_prefix_cache_hit_tokens_total");
+        let computed = get(&after, "glint_computed_tokens_total")
+            - get(&before, "glint_computed_tokens_total");
+        // Whatever was found in the cache is not computed: the rest of the prompt and one
+        // step per generated token after the first.
+        assert_eq!(computed, (p - hit as u64 + n - 1) as f64, "request {i}");
+        match i {
+            0 => assert_eq!(hit, 0.0, "a cold cache"),
+            // The same prompt: every full block of 16 before its last token.
+            1 => assert_eq!(hit, ((p - 1) / 16 * 16) as f64),
+            // Another ending: at least the blocks of the shared text (same tokens up to
+            // where the endings differ).
+            _ => assert!(hit >= 16.0, "{hit}"),
+        }
+        texts.push(v["choices"][0]["text"].as_str().unwrap().to_string());
+        prompts.push(p);
+        assert!(get(&after, "glint_prefix_cache_blocks") > 0.0);
+        assert_eq!(get(&after, "glint_cache_blocks_used"), 0.0);
+    }
+    assert_eq!(texts[0], texts[1], "a cached prefix changes no answer");
+}

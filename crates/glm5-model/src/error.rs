@@ -46,6 +46,12 @@ pub enum ModelError {
         free: u64,
         free_gib: f64,
     },
+    /// A tensor that cannot be split over the ranks of a tensor-parallel run.
+    #[error("tensor parallelism: {0}")]
+    Shard(#[from] glint_tp::ShardError),
+    /// A communicator that does not match the shard it serves.
+    #[error("tensor parallelism: {0}")]
+    Tp(String),
     /// The cache pool or the step plan: pool exhausted, plan too large, bad block table.
     #[error(transparent)]
     Mla(MlaError),

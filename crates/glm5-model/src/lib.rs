@@ -4,6 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod model;
+pub mod shard;
 pub mod synth;
 pub mod weights;
 
@@ -13,3 +14,4 @@ pub use glint_core::CacheType;
 pub use glint_core::{Backend, CpuBackend};
 pub use glint_mla::{BatchPlan, CacheTypes, KvPool, Logits, SeqCache, StepLimits};
 pub use model::{Glm5, Model, SessionOptions, StepState, Tap, TapFn};
+pub use shard::Shard;

@@ -14,11 +14,19 @@ use glint_mla::{
     StepLimits,
 };
 use glint_moe::{FfnSizes, MoeScratch};
+use glint_tp::Communicator;
 use tracing::debug;
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
+use crate::shard::Shard;
 use crate::weights::{Ffn, ModelWeights};
+
+/// The tensor-parallel part of a model: which shard it holds and the group it sums with.
+struct Tp<B: Backend> {
+    shard: Shard,
+    comm: std::sync::Arc<dyn Communicator<B>>,
+}
 
 /// Config, weights and RoPE tables. Borrows the GGUF so CPU weights stay in the mmap; holds no
 /// per-request state, so one model serves any number of sequences.
@@ -31,6 +39,8 @@ pub struct Model<'a, B: Backend> {
     /// Which 3-D products have float weights (the backend's grouping path): per-head, experts.
     float_heads: bool,
     float_experts: bool,
+    /// Tensor parallelism (None: this process holds the whole model).
+    tp: Option<Tp<B>>,
 }
 
 /// Whether a 3-D weight of this type takes the backend's float grouping path (F32; F16 and
@@ -50,6 +60,10 @@ pub struct StepState<B: Backend> {
     y: B::Buf,
     /// `[max_logit_rows × n_vocab]`.
     logits: B::Buf,
+    /// Tensor parallel: this rank's vocabulary slice of the logits and every rank's, gathered
+    /// (`[max_logit_rows × n_vocab / world]`, `[world × …]`; empty without TP).
+    logits_part: B::Buf,
+    logits_gathered: B::Buf,
     max_logit_rows: usize,
     mla: MlaScratch<B>,
     moe: MoeScratch<B>,
@@ -82,8 +96,41 @@ impl<B: Backend> StepState<B> {
 impl<'a, B: Backend> Model<'a, B> {
     /// Reads the config and binds every trunk tensor by name (checking shapes).
     pub fn load(gguf: &'a Gguf, backend: B) -> Result<Self> {
+        Self::load_inner(gguf, backend, None)
+    }
+
+    /// Loads rank `comm.rank()`'s shard of a tensor-parallel model over `comm.world_size()`
+    /// ranks (the plan in [`crate::shard`]; `ep`: routed experts split whole across ranks).
+    /// Every rank then runs the same steps; each layer ends its attention and its FFN with an
+    /// all-reduce of the partial sums, and the logits are all-gathered, so every rank gets the
+    /// same logits. At world size 1 the collectives still run (an all-reduce of one rank, a
+    /// gather of one slice), which is how a communicator is checked on one device; without a
+    /// communicator ([`Self::load`]) there are none.
+    pub fn load_tp(
+        gguf: &'a Gguf,
+        backend: B,
+        comm: std::sync::Arc<dyn Communicator<B>>,
+        ep: bool,
+    ) -> Result<Self> {
+        let shard = Shard::new(comm.rank(), comm.world_size(), ep);
+        if shard.rank >= shard.world {
+            return Err(ModelError::Tp(format!(
+                "rank {} of a group of {}",
+                shard.rank, shard.world
+            )));
+        }
+        Self::load_inner(gguf, backend, Some(Tp { shard, comm }))
+    }
+
+    /// The shard this model holds (`Shard::FULL` without tensor parallelism).
+    pub fn shard(&self) -> Shard {
+        self.tp.as_ref().map_or(Shard::FULL, |t| t.shard)
+    }
+
+    fn load_inner(gguf: &'a Gguf, backend: B, tp: Option<Tp<B>>) -> Result<Self> {
         let cfg = Config::from_gguf(gguf)?;
-        let weight_bytes: u64 = gguf.tensors().iter().map(|t| t.n_bytes).sum();
+        let shard = tp.as_ref().map_or(Shard::FULL, |t| t.shard);
+        let weight_bytes: u64 = crate::shard::local_bytes(gguf, shard);
         if let Some((free, total)) = backend.device_memory() {
             let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
             // Weights plus 5% for the cache pool and scratch the caller sizes next (those
@@ -106,7 +153,7 @@ impl<'a, B: Backend> Model<'a, B> {
             );
         }
         let t = std::time::Instant::now();
-        let w = ModelWeights::bind(gguf, &backend, &cfg)?;
+        let w = ModelWeights::bind_shard(gguf, &backend, &cfg, shard)?;
         tracing::info!(
             backend = backend.name(),
             weights_gib = weight_bytes as f64 / (1u64 << 30) as f64,
@@ -115,7 +162,8 @@ impl<'a, B: Backend> Model<'a, B> {
         );
         let dims = MlaDims {
             d_model: cfg.d_model,
-            n_heads: cfg.n_heads,
+            // A shard runs its own heads (bind_shard refused a count that does not divide).
+            n_heads: cfg.n_heads / shard.world,
             q_lora: cfg.q_lora,
             kv_lora: cfg.kv_lora,
             nope: cfg.nope,
@@ -147,6 +195,7 @@ impl<'a, B: Backend> Model<'a, B> {
             rope,
             float_heads,
             float_experts,
+            tp,
         })
     }
 
@@ -210,6 +259,12 @@ impl<'a, B: Backend> Model<'a, B> {
         };
         let d = bytes("d_model", n.checked_mul(c.d_model))?;
         let logits_len = bytes("n_vocab", max_logit_rows.checked_mul(c.n_vocab))?;
+        let shard = self.shard();
+        let part_len = if self.tp.is_some() {
+            logits_len / shard.world
+        } else {
+            0
+        };
         let ix = c.indexer.as_ref().map(|ix| glint_mla::IndexerDims {
             n_heads: ix.n_heads,
             head_dim: ix.head_dim,
@@ -220,22 +275,28 @@ impl<'a, B: Backend> Model<'a, B> {
         let ffn = FfnSizes {
             max_tokens: n,
             d_model: c.d_model,
-            dense_d_ff: c.d_ff.max(c.d_ff_exp * c.n_expert_shared),
+            dense_d_ff: c.d_ff.max(c.d_ff_exp * c.n_expert_shared) / shard.world,
             n_expert: c.n_expert,
             n_used: c.n_expert_used,
-            expert_d_ff: c.d_ff_exp,
+            expert_d_ff: if shard.ep {
+                c.d_ff_exp
+            } else {
+                c.d_ff_exp / shard.world
+            },
         };
         // What the step's scratch takes of a device's memory (the memory report: weights and
         // the pool are logged at load and at `new_pool`). The CPU's is sized per thread.
         let free_before = be.device_memory().map(|(free, _)| free);
         be.prepare_step(&self.step_sizes(n, kv_cap, max_logit_rows))?;
         let st = StepState {
-            inputs: StepInputs::new(be, limits, block_size, c.n_heads)?,
+            inputs: StepInputs::new(be, limits, block_size, self.dims.n_heads)?,
             token_ids: be.alloc_ids(n)?,
             h: be.alloc(d)?,
             x: be.alloc(d)?,
             y: be.alloc(d)?,
             logits: be.alloc(logits_len)?,
+            logits_part: be.alloc(part_len)?,
+            logits_gathered: be.alloc(if part_len == 0 { 0 } else { logits_len })?,
             max_logit_rows,
             mla: MlaScratch::new(be, &self.dims, ix.as_ref(), n, kv_cap)?,
             moe: MoeScratch::new(be, &ffn)?,
@@ -322,6 +383,12 @@ impl<'a, B: Backend> Model<'a, B> {
         st: &mut StepState<B>,
         logits: &mut [f32],
     ) -> Result<()> {
+        if self.tp.is_some() {
+            // Ranks wait for each other inside a step: on the calling thread, never on a
+            // worker of a pool the ranks share (two ranks holding both workers of a two-core
+            // pool while a third waits for one would never meet).
+            return self.step_inner(plan, pool, st, logits, None);
+        }
         self.be
             .run_step(|| self.step_inner(plan, pool, st, logits, None))
     }
@@ -391,7 +458,13 @@ impl<'a, B: Backend> Model<'a, B> {
         st.inputs.max_seen = be
             .kv_bucket(st.inputs.max_seen, cap)
             .clamp(st.inputs.max_seen, cap);
-        if tap.is_some() || st.record_selections {
+        // A communicator that stages through the host, or expert parallelism's id remap
+        // (`moe_local_experts`, host-side by default), cannot be recorded.
+        let tp_eager = self
+            .tp
+            .as_ref()
+            .is_some_and(|t| !t.comm.recordable() || t.shard.ep);
+        if tap.is_some() || st.record_selections || tp_eager {
             // Reads back to the host between layers: never recorded.
             self.device_ops(n, rows, pool, st, &mut tap)?;
         } else {
@@ -456,6 +529,8 @@ impl<'a, B: Backend> Model<'a, B> {
                 };
                 st.selections.push(sel);
             }
+            // Tensor parallel: each rank's heads gave a partial attention output.
+            self.all_reduce(&mut st.y, n * d)?;
             be.add(&mut st.h, &st.y, n * d)?;
             if let Some(t) = tap.as_mut() {
                 tap_hidden(be, &mut st.h, n * d, |h| t(Tap::FfnInput, l, h))?;
@@ -465,6 +540,8 @@ impl<'a, B: Backend> Model<'a, B> {
                 Ffn::Dense(m) => glint_moe::mlp(be, m, &st.x, n, &mut st.moe, &mut st.y)?,
                 Ffn::Moe(m) => glint_moe::moe(be, m, &st.x, n, d, &mut st.moe, &mut st.y)?,
             }
+            // Tensor parallel: each rank's FFN columns (or experts) gave a partial output.
+            self.all_reduce(&mut st.y, n * d)?;
             be.add(&mut st.h, &st.y, n * d)?;
             if let Some(t) = tap.as_mut() {
                 tap_hidden(be, &mut st.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
@@ -476,7 +553,39 @@ impl<'a, B: Backend> Model<'a, B> {
         // Final norm and head of the rows that need logits only.
         be.gather_rows(&st.h, d, &st.inputs.logit_rows, rows, &mut st.y)?;
         be.rms_norm(&st.y, &self.w.output_norm, rows, d, eps, &mut st.x)?;
-        be.matmul(&self.w.output, &st.x, rows, &mut st.logits)?;
+        match &self.tp {
+            None => be.matmul(&self.w.output, &st.x, rows, &mut st.logits)?,
+            Some(tp) => {
+                // Vocabulary-parallel head: this rank's rows of the vocabulary, gathered
+                // rank-major, then laid out row by row (rank r's slice at columns r·nv/w).
+                let w = tp.shard.world;
+                let (nv, part) = (self.cfg.n_vocab, self.cfg.n_vocab / w);
+                be.matmul(&self.w.output, &st.x, rows, &mut st.logits_part)?;
+                tp.comm
+                    .all_gather(be, &st.logits_part, rows * part, &mut st.logits_gathered)?;
+                for r in 0..w {
+                    be.copy2d(
+                        &st.logits_gathered,
+                        r * rows * part,
+                        part,
+                        &mut st.logits,
+                        r * part,
+                        nv,
+                        rows,
+                        part,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes a sublayer's partial sums across the tensor-parallel group (nothing to do
+    /// without one).
+    fn all_reduce(&self, buf: &mut B::Buf, n: usize) -> Result<()> {
+        if let Some(tp) = &self.tp {
+            tp.comm.all_reduce_sum(&self.be, buf, n)?;
+        }
         Ok(())
     }
 }

@@ -10,6 +10,8 @@ use glint_moe::{ExpertGateUp, MlpWeights, MoeWeights};
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
+use crate::shard::{split_of, Shard};
+use glint_tp::Split;
 
 pub enum Ffn<'a, B: Backend + 'a> {
     Dense(MlpWeights<'a, B>),
@@ -34,6 +36,8 @@ pub struct ModelWeights<'a, B: Backend + 'a> {
 struct Binder<'a, 'b, B: Backend> {
     gguf: &'a Gguf,
     be: &'b B,
+    /// The part of each tensor this process binds (`Shard::FULL`: all of it).
+    shard: Shard,
     /// (bytes bound so far, bytes of the file's tensors, last tenth logged): loading a large
     /// model onto a GPU takes minutes, so it reports its progress.
     progress: std::cell::Cell<(u64, u64, u64)>,
@@ -72,13 +76,31 @@ impl<'a, B: Backend> Binder<'a, '_, B> {
         Ok((t.ty, self.gguf.tensor_data(t)))
     }
 
-    fn weight(&self, name: &str, dims: &[usize]) -> Result<B::Weight<'a>> {
+    /// This shard's part of tensor `name` (full `dims` checked first): its type, dims and
+    /// bytes, cut from the mmap along the axis `split` declares.
+    fn cut(
+        &self,
+        name: &str,
+        dims: &[usize],
+        split: Split,
+    ) -> Result<(GgmlType, Vec<usize>, Cow<'a, [u8]>)> {
         let (ty, bytes) = self.raw(name, dims)?;
-        let w = self
-            .be
-            .upload_weight(name, ty, dims, Cow::Borrowed(bytes))?;
+        let s = self.shard;
+        let c = glint_tp::cut(name, ty, dims, bytes, split, s.rank, s.world)?;
+        Ok((ty, c.dims, c.bytes))
+    }
+
+    /// The tensor as the sharding plan splits it (whole for `Shard::FULL`).
+    fn weight(&self, name: &str, dims: &[usize]) -> Result<B::Weight<'a>> {
+        self.weight_split(name, dims, split_of(name, self.shard.ep))
+    }
+
+    fn weight_split(&self, name: &str, dims: &[usize], split: Split) -> Result<B::Weight<'a>> {
+        let (ty, dims, bytes) = self.cut(name, dims, split)?;
+        let n_bytes = bytes.len();
+        let w = self.be.upload_weight(name, ty, &dims, bytes)?;
         let (done, total, tenth) = self.progress.get();
-        let done = done + bytes.len() as u64;
+        let done = done + n_bytes as u64;
         let now = (done * 10).checked_div(total).unwrap_or(10);
         // Only a copy to a device takes long enough to report; the CPU binds the mmap.
         if now > tenth && self.be.device_memory().is_some() {
@@ -94,10 +116,11 @@ impl<'a, B: Backend> Binder<'a, '_, B> {
     }
 
     /// A tensor decoded to f32 on the host (norm weights, biases, legacy fused tensors).
+    /// This shard's part of it, by the sharding plan (norm weights are replicated).
     fn host_f32(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
-        let (ty, bytes) = self.raw(name, dims)?;
+        let (ty, dims, bytes) = self.cut(name, dims, split_of(name, self.shard.ep))?;
         let mut out = vec![0f32; dims.iter().product()];
-        glint_core::cpu::decode_to_f32(ty, bytes, &mut out).map_err(|_| {
+        glint_core::cpu::decode_to_f32(ty, &bytes, &mut out).map_err(|_| {
             ModelError::UnsupportedType {
                 name: name.into(),
                 ty,
@@ -120,6 +143,8 @@ impl<'a, B: Backend> Binder<'a, '_, B> {
     }
 }
 
+/// A SwiGLU MLP of hidden width `d_ff`; a shard holds `d_ff / world` of it (gate/up rows,
+/// down columns).
 fn mlp<'a, B: Backend>(
     b: &Binder<'a, '_, B>,
     c: &Config,
@@ -131,7 +156,7 @@ fn mlp<'a, B: Backend>(
         gate: b.weight(&format!("{p}.ffn_gate{suffix}.weight"), &[c.d_model, d_ff])?,
         up: b.weight(&format!("{p}.ffn_up{suffix}.weight"), &[c.d_model, d_ff])?,
         down: b.weight(&format!("{p}.ffn_down{suffix}.weight"), &[d_ff, c.d_model])?,
-        d_ff,
+        d_ff: d_ff / b.shard.world,
     })
 }
 
@@ -141,6 +166,20 @@ fn attention<'a, B: Backend>(
     p: &str,
 ) -> Result<MlaWeights<'a, B>> {
     let (h, qk) = (c.n_heads, c.nope + c.rope_dim);
+    // This shard's heads. Checked here: `attn_q_b`'s or a fused `attn_kv_b`'s rows may divide
+    // where the heads do not, and a cut through a head would be silently wrong.
+    let world = b.shard.world.max(1);
+    if !h.is_multiple_of(world) {
+        let q = if c.q_lora > 0 { "attn_q_b" } else { "attn_q" };
+        return Err(glint_tp::ShardError::Count {
+            name: format!("{p}.{q}.weight"),
+            what: "attention heads",
+            count: h,
+            world,
+        }
+        .into());
+    }
+    let hl = h / world;
     let q = if c.q_lora > 0 {
         QProj::Lora {
             a: b.weight(&format!("{p}.attn_q_a.weight"), &[c.d_model, c.q_lora])?,
@@ -156,11 +195,12 @@ fn attention<'a, B: Backend>(
     let kb_dims = [c.nope, c.kv_lora, h];
     let vb_dims = [c.kv_lora, c.v_dim, h];
     let (k_b, v_b) = if !b.has(&kb_name) && b.has(&kvb_name) {
+        // Head-major rows: a shard's rows are its heads', split per head by slot.
         let kv_b = b.host_f32(&kvb_name, &[c.kv_lora, h * (c.nope + c.v_dim)])?;
-        let (k, v) = glint_mla::split_kv_b(&kv_b, h, c.nope, c.v_dim, c.kv_lora);
+        let (k, v) = glint_mla::split_kv_b(&kv_b, hl, c.nope, c.v_dim, c.kv_lora);
         (
-            b.owned_f32(&kb_name, &kb_dims, k)?,
-            b.owned_f32(&vb_name, &vb_dims, v)?,
+            b.owned_f32(&kb_name, &[c.nope, c.kv_lora, hl], k)?,
+            b.owned_f32(&vb_name, &[c.kv_lora, c.v_dim, hl], v)?,
         )
     } else {
         (b.weight(&kb_name, &kb_dims)?, b.weight(&vb_name, &vb_dims)?)
@@ -214,17 +254,25 @@ fn attention<'a, B: Backend>(
 
 impl<'a, B: Backend> ModelWeights<'a, B> {
     pub fn bind(gguf: &'a Gguf, be: &B, c: &Config) -> Result<Self> {
-        let total = gguf.tensors().iter().map(|t| t.n_bytes).sum();
+        Self::bind_shard(gguf, be, c, Shard::FULL)
+    }
+
+    /// Binds `shard`'s part of every tensor (the plan in [`crate::shard`]).
+    pub fn bind_shard(gguf: &'a Gguf, be: &B, c: &Config, shard: Shard) -> Result<Self> {
+        let total = crate::shard::local_bytes(gguf, shard);
         let b = Binder {
             gguf,
             be,
+            shard,
             progress: std::cell::Cell::new((0, total, 0)),
         };
+        let (world, ep) = (shard.world.max(1), shard.ep && shard.world > 1);
         let token_embd = b.weight("token_embd.weight", &[c.d_model, c.n_vocab])?;
         let output = if b.has("output.weight") {
             b.weight("output.weight", &[c.d_model, c.n_vocab])?
         } else {
-            b.weight("token_embd.weight", &[c.d_model, c.n_vocab])?
+            // Tied: the embedding is replicated, the head is split by vocabulary rows.
+            b.weight_split("token_embd.weight", &[c.d_model, c.n_vocab], Split::ROWS)?
         };
         let output_norm = b.vector("output_norm.weight", c.d_model)?;
         let mut layers = Vec::with_capacity(c.n_layer);
@@ -232,6 +280,15 @@ impl<'a, B: Backend> ModelWeights<'a, B> {
             let p = format!("blk.{l}");
             let ffn = if c.is_moe(l) {
                 let e = c.n_expert;
+                if ep && !e.is_multiple_of(world) {
+                    return Err(glint_tp::ShardError::Count {
+                        name: format!("{p}.ffn_down_exps.weight"),
+                        what: "routed experts",
+                        count: e,
+                        world,
+                    }
+                    .into());
+                }
                 let bias_name = format!("{p}.exp_probs_b.bias");
                 Ffn::Moe(MoeWeights {
                     gate_inp: b.weight(&format!("{p}.ffn_gate_inp.weight"), &[c.d_model, e])?,
@@ -261,7 +318,7 @@ impl<'a, B: Backend> ModelWeights<'a, B> {
                         &format!("{p}.ffn_down_exps.weight"),
                         &[c.d_ff_exp, c.d_model, e],
                     )?,
-                    d_ff: c.d_ff_exp,
+                    d_ff: if ep { c.d_ff_exp } else { c.d_ff_exp / world },
                     shared: if c.n_expert_shared > 0 {
                         Some(mlp(&b, c, &p, "_shexp", c.d_ff_exp * c.n_expert_shared)?)
                     } else {
@@ -276,6 +333,10 @@ impl<'a, B: Backend> ModelWeights<'a, B> {
                         normalize: c.weights_norm,
                         scale: c.weights_scale,
                     },
+                    local_experts: ep.then(|| {
+                        let per = (e / world) as u32;
+                        (shard.rank as u32 * per, per)
+                    }),
                 })
             } else {
                 Ffn::Dense(mlp(&b, c, &p, "", c.d_ff)?)

@@ -59,6 +59,8 @@ pub struct Args {
     pub special: bool,
     #[command(flatten)]
     pub session: super::session::SessionArgs,
+    #[command(flatten)]
+    pub tp: super::tp::TpArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,10 +146,43 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     }
     super::memory::check_kv_cache(&cfg, ctx, "--ctx", &args.model)?;
     let opts = args.session.options(ctx);
+    if args.tp.active(args.session.device)? {
+        let body = Ranks {
+            args,
+            tok: &tok,
+            prompt: &prompt,
+            params: &params,
+        };
+        super::tp::run_ranks(&gguf, &args.tp, args.session.device, opts, &body)?;
+        return Ok(());
+    }
     with_backend!(args.session.device, be => {
         let model = Glm5::load_with(&gguf, be, opts)?;
         stream(model, args, &tok, &prompt, &params)
     })
+}
+
+/// Every rank samples the same token from the same logits with the same seed; rank 0 prints,
+/// the others only keep in step.
+struct Ranks<'r> {
+    args: &'r Args,
+    tok: &'r Tokenizer,
+    prompt: &'r [u32],
+    params: &'r GenerateParams,
+}
+
+impl super::tp::RankBody<()> for Ranks<'_> {
+    fn run<B: Backend>(
+        &self,
+        rank: usize,
+        mut model: Glm5<'_, B>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if rank == 0 {
+            return stream(model, self.args, self.tok, self.prompt, self.params);
+        }
+        generate_while(&mut model, self.tok, self.prompt, self.params, |_| true)?;
+        Ok(())
+    }
 }
 
 /// Prints the prompt (plain mode), then the continuation as it is sampled, then the speeds.

@@ -12,6 +12,7 @@ pub mod serve;
 pub mod session;
 pub mod synth;
 pub mod tokenize;
+pub mod tp;
 pub mod values;
 
 use std::path::Path;

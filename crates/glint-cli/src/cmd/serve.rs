@@ -26,9 +26,13 @@ pub struct Args {
     #[arg(long)]
     pub ctx: Option<usize>,
     /// Tokens the shared KV pool holds across all requests (default: --ctx x --max-seqs).
-    /// A request is admitted when the pool can hold its prompt and its whole max_tokens.
+    /// A request is admitted when the pool can hold its prompt; when the pool runs out, the
+    /// youngest running request is preempted (and recomputed later).
     #[arg(long)]
     pub kv_tokens: Option<usize>,
+    /// Do not keep full cache blocks for later requests with the same prompt prefix.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
     /// Requests waiting beyond the running ones; one more gets a 503 with Retry-After.
     #[arg(long, default_value_t = ServerConfig::DEFAULT_QUEUE)]
     pub queue: usize,
@@ -118,6 +122,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             block_size,
             max_ctx: ctx,
             cache: opts.cache,
+            prefix_caching: !args.no_prefix_caching,
         },
         queue: args.queue,
         max_body_bytes: args.max_body_bytes,

@@ -280,6 +280,31 @@ impl Backend for CpuBackend {
         ROUTE.set(scratch);
         Ok(())
     }
+    /// In place (the default body stages through host vectors; here the buffers are host
+    /// memory, so an expert-parallel step allocates nothing either).
+    fn moe_local_experts(
+        &self,
+        ids: &mut Vec<u32>,
+        weights: &mut Vec<f32>,
+        n_tokens: usize,
+        n_used: usize,
+        first: u32,
+        count: u32,
+    ) -> Result<()> {
+        let len = n_tokens * n_used;
+        need("moe_local_experts", "ids", len, ids.len())?;
+        need("moe_local_experts", "weights", len, weights.len())?;
+        for (id, w) in ids[..len].iter_mut().zip(&mut weights[..len]) {
+            match id.checked_sub(first) {
+                Some(local) if local < count => *id = local,
+                _ => {
+                    *id = 0;
+                    *w = 0.0;
+                }
+            }
+        }
+        Ok(())
+    }
     fn moe_combine(
         &self,
         y: &Vec<f32>,

@@ -32,6 +32,7 @@ pub fn config() -> ServerConfig {
             block_size: 16,
             max_ctx: 512,
             cache: Default::default(),
+            prefix_caching: true,
         },
         queue: 64,
         max_body_bytes: 64 << 10,

@@ -145,3 +145,125 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
 }
+
+use glint_gguf::{write_gguf, Gguf, TensorSpec, Value as GgufValue};
+
+/// Rewrites the GLM-5 fixture as a deepseek2 file (no indexer), with its `attn_k_b`/`attn_v_b`
+/// re-fused into the legacy head-major `attn_kv_b` when `fused`.
+pub fn write_deepseek2(src: &Gguf, out: &Path, fused: bool) {
+    let md = src.metadata();
+    let u = |k: &str| md.get_u64(&format!("glm-dsa.{k}")).unwrap() as usize;
+    let (h, kvl, qk, v, rope) = (
+        u("attention.head_count"),
+        u("attention.kv_lora_rank"),
+        u("attention.key_length_mla"),
+        u("attention.value_length_mla"),
+        u("rope.dimension_count"),
+    );
+    let nope = qk - rope;
+    let meta: Vec<(String, GgufValue)> = md
+        .entries()
+        .iter()
+        .filter(|(k, _)| !k.contains(".indexer."))
+        .map(|(k, val)| {
+            if k == "general.architecture" {
+                (k.clone(), GgufValue::String("deepseek2".into()))
+            } else if let Some(rest) = k.strip_prefix("glm-dsa.") {
+                (format!("deepseek2.{rest}"), val.clone())
+            } else {
+                (k.clone(), val.clone())
+            }
+        })
+        .collect();
+    let mut tensors: Vec<(TensorSpec, Vec<u8>)> = Vec::new();
+    for t in src.tensors() {
+        if t.name.contains(".indexer.") || fused && t.name.ends_with("attn_v_b.weight") {
+            continue;
+        }
+        if let Some(prefix) = t.name.strip_suffix("attn_k_b.weight").filter(|_| fused) {
+            // Head-major fused kv_b: per head [W_UK_h (nope rows); W_UV_h (v rows)], rows of kvl.
+            let kb = f32s(src.tensor_data(t)); // {nope, kvl, h}: W_UK_h[j][c] at j + nope·(c + kvl·h)
+            let vb = f32s(
+                src.tensor_bytes(&format!("{prefix}attn_v_b.weight"))
+                    .unwrap()
+                    .1,
+            ); // {kvl, v, h}
+            let mut kv = Vec::with_capacity(h * (nope + v) * kvl);
+            for hh in 0..h {
+                for j in 0..nope {
+                    kv.extend((0..kvl).map(|c| kb[j + nope * (c + kvl * hh)]));
+                }
+                for j in 0..v {
+                    kv.extend((0..kvl).map(|c| vb[c + kvl * (j + v * hh)]));
+                }
+            }
+            tensors.push((
+                TensorSpec {
+                    name: format!("{prefix}attn_kv_b.weight"),
+                    ty: t.ty,
+                    dims: vec![kvl as u64, (h * (nope + v)) as u64],
+                },
+                kv.iter().flat_map(|f| f.to_le_bytes()).collect(),
+            ));
+            continue;
+        }
+        tensors.push((
+            TensorSpec {
+                name: t.name.clone(),
+                ty: t.ty,
+                dims: t.dims.clone(),
+            },
+            src.tensor_data(t).to_vec(),
+        ));
+    }
+    let refs: Vec<(TensorSpec, &[u8])> = tensors.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    write_gguf(out, &meta, &refs).unwrap();
+}
+
+/// Rewrites `src` with each MoE layer's `ffn_gate_exps`/`ffn_up_exps` fused into one
+/// `ffn_gate_up_exps` (per expert its gate rows, then its up rows, as newer llama.cpp files
+/// store them); returns how many layers were fused.
+pub fn write_fused_gate_up(src: &Gguf, out: &Path) -> usize {
+    let mut owned: Vec<(TensorSpec, Vec<u8>)> = Vec::new();
+    let mut n_fused = 0;
+    for t in src.tensors() {
+        if t.name.ends_with("ffn_up_exps.weight") {
+            continue;
+        }
+        if let Some(prefix) = t.name.strip_suffix("ffn_gate_exps.weight") {
+            let (cols, rows, ne) = (t.dims[0] as usize, t.dims[1] as usize, t.dims[2] as usize);
+            let gate = src.tensor_data(t);
+            let up = src
+                .tensor_bytes(&format!("{prefix}ffn_up_exps.weight"))
+                .unwrap()
+                .1;
+            let slab = rows * cols * 4;
+            let mut fused = Vec::with_capacity(2 * gate.len());
+            for e in 0..ne {
+                fused.extend_from_slice(&gate[e * slab..(e + 1) * slab]);
+                fused.extend_from_slice(&up[e * slab..(e + 1) * slab]);
+            }
+            owned.push((
+                TensorSpec {
+                    name: format!("{prefix}ffn_gate_up_exps.weight"),
+                    ty: t.ty,
+                    dims: vec![cols as u64, 2 * rows as u64, ne as u64],
+                },
+                fused,
+            ));
+            n_fused += 1;
+            continue;
+        }
+        owned.push((
+            TensorSpec {
+                name: t.name.clone(),
+                ty: t.ty,
+                dims: t.dims.clone(),
+            },
+            src.tensor_data(t).to_vec(),
+        ));
+    }
+    let refs: Vec<(TensorSpec, &[u8])> = owned.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    write_gguf(out, src.metadata().entries(), &refs).unwrap();
+    n_fused
+}

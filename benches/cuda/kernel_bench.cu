@@ -1,0 +1,261 @@
+// Kernel-level timing of glint's decode kernels on GLM-5's real shapes, with CUDA events, against
+// the device-to-device copy bandwidth measured in the same run. Built with nvcc on the GPU machine
+// by benches/cuda/kernel_bench.sh, once per family (-DBENCH_QUANT or -DBENCH_MLA), from the source
+// NVRTC compiles at run time; this harness only times the kernels (their results are checked by
+// crates/glint-cuda/tests). The launch
+// shapes mirror crates/glint-cuda/src/quant.rs (`warps_per_row`, `mv_grid`) and attention.rs
+// (`mla_plan`); keep them in step.
+//
+//   kernel_bench quant   matvec / mmid per weight type and shape
+//   kernel_bench mla     decode attention over L keys (all 64 heads, dk 576, dv 512)
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+// KERNEL_SOURCE: one family's full source as NVRTC sees it (common.cuh + tables + the file),
+// written by `cargo run -p glint-cuda --example kernel_source -- DIR`.
+#include KERNEL_SOURCE
+
+#define CK(x)                                                                               \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) {                                                            \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+static cudaEvent_t ev0, ev1;
+
+// Mean microseconds of `reps` launches f(0), f(1), ... after 3 warm-up launches. Callers rotate
+// over enough weight copies (or experts) that each launch reads from DRAM, not from the 50 MB L2,
+// as a decode step does.
+template <class F>
+static float time_us(F f, int reps = 20) {
+    for (int i = 0; i < 3; ++i) f(i);
+    CK(cudaEventRecord(ev0));
+    for (int i = 0; i < reps; ++i) f(i);
+    CK(cudaEventRecord(ev1));
+    CK(cudaEventSynchronize(ev1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, ev0, ev1));
+    return 1000.0f * ms / reps;
+}
+
+static double copy_gbs() {
+    size_t n = 1ull << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    float us = time_us([&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 5);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    return 2.0 * n / (us * 1e-6) / 1e9;
+}
+
+static void fill_random(void* d, size_t n, unsigned seed) {
+    std::vector<unsigned char> h(n);
+    unsigned x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; ++i) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        h[i] = (unsigned char)(x >> 7);
+    }
+    CK(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice));
+}
+
+#ifdef BENCH_QUANT
+struct Ty {
+    const char* name;
+    int qk, ts, per_block, act_block, act_bytes;
+    void (*matvec)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1_*
+    void (*mmid)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
+};
+
+static int warps_per_row(long long rows, long long units) {
+    long long groups = (rows + MV_RPW - 1) / MV_RPW;
+    int ks = 1;
+    while (ks < MV_WARPS_MAX && groups * ks < 132 * 16 && units >= 64 * ks) ks *= 2;
+    return ks;
+}
+
+static void bench_quant(double bw) {
+    Ty types[] = {
+        {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, mmid_q4_k},
+        {"q5_K", 256, 176, 8, 256, Q8_K_BYTES, matvec1_q5_k, mmid_q5_k},
+        {"q6_K", 256, 210, 8, 256, Q8_K_BYTES, matvec1_q6_k, mmid_q6_k},
+        {"q8_0", 32, 34, 1, 32, Q8_0_BYTES, matvec1_q8_0, mmid_q8_0},
+        {"iq4_xs", 256, 136, 8, 256, Q8_K_BYTES, matvec1_iq4_xs, mmid_iq4_xs},
+        {"f32", 1, 4, 1, 1, 4, matvec1_f32, mmid_f32},
+    };
+    struct Shape {
+        const char* what;
+        int cols, rows, slices, pairs;  // pairs 0: matvec of one token
+    } shapes[] = {
+        {"attn_q_a 6144x2048", 6144, 2048, 1, 0},
+        {"attn_output 16384x6144", 16384, 6144, 1, 0},
+        {"ffn_gate 6144x12288", 6144, 12288, 1, 0},
+        {"ffn_down 12288x6144", 12288, 6144, 1, 0},
+        {"output 6144x154880", 6144, 154880, 1, 0},
+        {"router 6144x256", 6144, 256, 1, 0},
+        {"exp gate 8 of 256", 6144, 2048, 256, 8},
+        {"exp down 8 of 256", 2048, 6144, 256, 8},
+        {"attn_k_b 64 heads", 192, 512, 64, 64},
+    };
+    printf("%-8s %-26s %4s %10s %10s %7s\n", "type", "shape", "ks", "us", "GB/s", "%copy");
+    for (const Ty& t : types) {
+        for (const Shape& s : shapes) {
+            bool router = !strcmp(s.what, "router 6144x256");
+            if ((t.qk == 1) != router) continue;  // f32 only for the router, the router only in f32
+            if (s.cols % t.qk) continue;
+            long long row_bytes = (long long)s.cols / t.qk * t.ts;
+            long long wbytes = row_bytes * s.rows * s.slices;
+            // Copies enough to exceed L2 several times over (one for the big ones).
+            const int copies = (int)std::min(8ll, std::max(1ll, (256ll << 20) / wbytes));
+            u8* w;
+            CK(cudaMalloc(&w, wbytes * copies));
+            fill_random(w, wbytes * copies, 1);
+            // Finite, moderate f16 scales are not needed for timing: integer paths take any byte.
+            int n_act = s.pairs ? s.pairs : 1;
+            long long act_stride = (long long)s.cols / t.act_block * t.act_bytes;
+            u8* act;
+            CK(cudaMalloc(&act, act_stride * n_act));
+            fill_random(act, act_stride * n_act, 2);
+            if (t.qk == 1) CK(cudaMemset(act, 0, act_stride * n_act));
+            float* y;
+            CK(cudaMalloc(&y, sizeof(float) * (long long)s.rows * n_act));
+            long long units = (long long)s.cols / t.qk * t.per_block;
+            float us;
+            long long touched;
+            int ks;
+            if (!s.pairs) {
+                ks = warps_per_row(s.rows, units);
+                int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
+                dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
+                us = time_us([&](int i) {
+                    t.matvec<<<grid, block>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
+                });
+                touched = wbytes;
+            } else {
+                // Eight sets of distinct experts, one per launch in turn.
+                const int sets = 8;
+                std::vector<u32> ids(s.pairs * sets);
+                for (int p = 0; p < s.pairs * sets; ++p) ids[p] = (u32)((p * 37 + 11) % s.slices);
+                u32* dids;
+                CK(cudaMalloc(&dids, 4 * s.pairs * sets));
+                CK(cudaMemcpy(dids, ids.data(), 4 * s.pairs * sets, cudaMemcpyHostToDevice));
+                ks = warps_per_row(s.rows, units);
+                int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
+                dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
+                us = time_us([&](int i) {
+                    t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
+                                            s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
+                });
+                touched = row_bytes * s.rows * s.pairs;
+                CK(cudaFree(dids));
+            }
+            CK(cudaGetLastError());
+            double gbs = touched / (us * 1e-6) / 1e9;
+            printf("%-8s %-26s %4d %10.2f %10.1f %6.1f%%\n", t.name, s.what, ks, us, gbs, 100.0 * gbs / bw);
+            CK(cudaFree(w));
+            CK(cudaFree(act));
+            CK(cudaFree(y));
+        }
+    }
+}
+#endif
+
+#ifdef BENCH_MLA
+static void bench_mla(double bw) {
+    const int H = 64, DK = 576, DV = 512, BS = 64, NSEL = 2048;
+    const int L_list[] = {4, 256, 2048, 4096, 16384, 65536};
+    int sms = 0, optin = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    printf("%-8s %8s %6s %6s %10s %10s %7s\n", "cache", "keys", "sel", "splits", "us", "GB/s", "%copy");
+    for (int L : L_list) {
+        long long rows = ((L + BS - 1) / BS) * BS;
+        float* q;
+        CK(cudaMalloc(&q, sizeof(float) * H * DK));
+        CK(cudaMemset(q, 0, 4 * H * DK));
+        float* kc;
+        CK(cudaMalloc(&kc, sizeof(float) * rows * DK));
+        CK(cudaMemset(kc, 0, 4 * rows * DK));
+        int nb = rows / BS;
+        std::vector<u32> tables(nb);
+        for (int i = 0; i < nb; ++i) tables[i] = nb - 1 - i;  // blocks in reverse: a real gather
+        u32 *dt, *dpos, *dseq, *dsel;
+        CK(cudaMalloc(&dt, 4 * nb));
+        CK(cudaMemcpy(dt, tables.data(), 4 * nb, cudaMemcpyHostToDevice));
+        u32 pos = L - 1, seq = 0;
+        CK(cudaMalloc(&dpos, 4));
+        CK(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&dseq, 4));
+        CK(cudaMemcpy(dseq, &seq, 4, cudaMemcpyHostToDevice));
+        std::vector<u32> sel(NSEL);
+        for (int i = 0; i < NSEL; ++i) sel[i] = (u32)(((long long)i * 7919) % L);
+        CK(cudaMalloc(&dsel, 4 * NSEL));
+        CK(cudaMemcpy(dsel, sel.data(), 4 * NSEL, cudaMemcpyHostToDevice));
+        bool has_sel = L > NSEL;
+        int keys = has_sel ? NSEL : L;
+        // mla_plan: G heads per block by accumulators and shared memory, splits to fill 4 blocks/SM.
+        int g = H < (MLA_THREADS * MLA_ACC) / DV ? H : (MLA_THREADS * MLA_ACC) / DV;
+        int st = DK + 4;
+        auto smem = [&](int g) { return (((g + MLA_KT) * st + g * MLA_KT + 3 * g + 1) & ~1) * 4 + MLA_KT * 8; };
+        while (smem(g) > optin) --g;
+        int ng = (H + g - 1) / g;
+        g = (H + ng - 1) / ng;
+        int blocks = ng, target = 4 * sms;
+        int splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+        splits = std::min(splits, (keys + 31) / 32);
+        splits = std::min(splits, 48 * 1024 / (4 * g));
+        splits = std::max(1, std::min(splits, 128));
+        int chunk = (keys + splits - 1) / splits;
+        splits = (keys + chunk - 1) / chunk;
+        float *out, *part;
+        CK(cudaMalloc(&out, 4 * H * DV));
+        CK(cudaMalloc(&part, 4ll * blocks * splits * g * (DV + 2)));
+        CK(cudaFuncSetAttribute(mla_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, smem(g)));
+        float us = time_us([&](int) {
+            mla_attention<<<dim3(blocks, splits), MLA_THREADS, smem(g)>>>(
+                q, (const u8*)kc, rows, CACHE_F32, dpos, dt, nb, dseq, nb, BS, dsel, has_sel, NSEL, H, DK, DV, L,
+                0.04f, g, ng, chunk, splits, out, part);
+            if (splits > 1)
+                mla_combine<<<dim3(blocks, (g * DV + MLA_THREADS - 1) / MLA_THREADS), MLA_THREADS,
+                              g * splits * 4>>>(part, H, DV, g, ng, splits, out);
+        });
+        CK(cudaGetLastError());
+        double bytes = 4.0 * keys * DK;
+        double gbs = bytes / (us * 1e-6) / 1e9;
+        printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%\n", "f32", L, keys, splits, us, gbs, 100.0 * gbs / bw);
+        CK(cudaFree(q));
+        CK(cudaFree(kc));
+        CK(cudaFree(dt));
+        CK(cudaFree(dpos));
+        CK(cudaFree(dseq));
+        CK(cudaFree(dsel));
+        CK(cudaFree(out));
+        CK(cudaFree(part));
+    }
+}
+#endif
+
+int main(int argc, char** argv) {
+    CK(cudaEventCreate(&ev0));
+    CK(cudaEventCreate(&ev1));
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    double bw = copy_gbs();
+    printf("%s, %d SMs; device copy %.0f GB/s (read + write)\n", p.name, p.multiProcessorCount, bw);
+#ifdef BENCH_QUANT
+    bench_quant(bw);
+#endif
+#ifdef BENCH_MLA
+    bench_mla(bw);
+#endif
+    (void)argc;
+    (void)argv;
+    return 0;
+}

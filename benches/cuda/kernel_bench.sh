@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Times glint's decode kernels alone on GLM-5's shapes (benches/cuda/kernel_bench.cu).
+# Here (no GPU):   cargo run -p glint-cuda --example kernel_source -- benches/cuda/src
+# There (GPU):     bash benches/cuda/kernel_bench.sh [quant|mla|mla-ablate]...   (nvcc needed)
+# mla-ablate also times the attention kernel with its score dot or its P·V update left out, to
+# see which phase its time goes to.
+set -euo pipefail
+cd "$(dirname "$0")"
+[ -e src/quant.cu ] || { echo "run the kernel_source example first (see above)" >&2; exit 2; }
+arch=${CUDA_ARCH:-sm_90a}
+build() {  # family, source file, binary
+  nvcc -O3 -std=c++17 -arch="$arch" -diag-suppress 177 -D"BENCH_$(echo "$1" | tr a-z A-Z)" \
+    -DKERNEL_SOURCE="\"$2\"" -o "$3" kernel_bench.cu
+}
+for what in "${@:-quant mla}"; do
+  for w in $what; do
+    case "$w" in
+      quant | mla) build "$w" "src/$w.cu" "/tmp/kb_$w" && "/tmp/kb_$w" ;;
+      mla-ablate)
+        sed 's/for (int i = 0; i < (dk >> 2); i++) {/for (int i = 0; i < 0; i++) {/' src/mla.cu > src/mla_noscore.cu
+        sed 's/for (int kk = 0; kk < nt; kk++) a = fmaf(pg\[kk\], ks\[kk \* st + j\], a);//' src/mla.cu > src/mla_nopv.cu
+        for v in noscore nopv; do
+          echo "-- mla without its ${v#no}"
+          build mla "src/mla_$v.cu" "/tmp/kb_mla_$v" && "/tmp/kb_mla_$v" | tail -n +2
+        done ;;
+      *) echo "unknown: $w" >&2; exit 2 ;;
+    esac
+  done
+done

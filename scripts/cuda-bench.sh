@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Decode and prefill speed on GLM-5's real shapes (docs/performance.md), the way the GPU-speed
+# issue's anchor is taken: `glint bench --device cuda` on synthetic 3 dense + 2 MoE and 3 dense +
+# 4 MoE files (256 experts, Q4_K_M-like); one MoE layer = (step(4 MoE) − step(2 MoE)) / 2.
+# Runs on a GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh); the files
+# go to /tmp (about 40 GB), the tables to $OUT/bench-*.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/cuda-bench}
+mkdir -p "$out"
+G=device-bin/glint
+export GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels} RUST_LOG=warn
+for moe in 2 4; do
+  f=/tmp/s3$moe.gguf
+  [ -e "$f" ] || $G synth "$f" --dense 3 --moe $moe --experts 256 --quant q4_k_m --seed 1 >/dev/null
+  {
+    $G bench -m "$f" --device cuda -p 512 -n 64 -d 0 -b 1,8 -r 3
+    $G bench -m "$f" --device cuda -p 512 -n 64 -d 4096 -b 1 -r 2
+  } > "$out/bench-3-$moe.md" 2>&1
+done
+python3 - "$out" <<'PY'
+import re, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+def tg(moe):
+    rows = {}
+    for line in (out / f"bench-3-{moe}.md").read_text().splitlines():
+        c = [x.strip() for x in line.strip("|").split("|")]
+        if len(c) >= 4 and c[0].startswith("tg"):
+            rows[(int(c[1]), int(c[2]))] = float(c[3].split()[0])
+    return rows
+a, b = tg(2), tg(4)
+for key in sorted(a):
+    if key in b:
+        d, s = key
+        per_layer = (1e3 / b[key] - 1e3 / a[key]) / 2
+        print(f"depth {d}, {s} seqs: step {1e3/a[key]:.3f} ms (2 MoE), {1e3/b[key]:.3f} ms (4 MoE): one MoE layer {per_layer:.3f} ms")
+PY

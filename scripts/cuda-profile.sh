@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Per-kernel GPU time of one decode step, from Nsight Compute (`ncu`, one duration metric per
+# launch, graphs off so every launch is its own kernel): on a synthetic file with GLM-5's real
+# shapes (1 dense + 1 MoE layer, 256 experts, Q4_K_M-like), a 1-token prompt and 3 generated
+# tokens; the last decode step's launches are summed by kernel name. Runs on a GPU machine from
+# a checkout holding device-bin/ (scripts/cuda-build.sh). Writes $OUT/profile.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/cuda-profile}
+mkdir -p "$out"
+G=device-bin/glint
+f=/tmp/p_1_1.gguf
+[ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
+export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
+RUST_LOG=warn $G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda >/dev/null 2>&1
+ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  $G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda > "$out/ncu.csv" 2> "$out/ncu.err"
+python3 - "$out/ncu.csv" > "$out/profile.txt" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; rows = rows[1:]
+ki, ni, vi = hdr.index("ID"), hdr.index("Kernel Name"), hdr.index("Metric Value")
+launches = [(int(r[ki]), r[ni].split("(")[0], float(r[vi].replace(",", ""))) for r in rows if r[hdr.index("Metric Name")] == "gpu__time_duration.sum"]
+launches.sort()
+# The steps are separated by the first kernel of each step (the embedding row gather).
+first = launches[0][1]
+starts = [i for i, l in enumerate(launches) if l[1] == first]
+last = launches[starts[-1]:]
+tot = collections.defaultdict(lambda: [0, 0.0])
+for _, n, v in last:
+    tot[n][0] += 1; tot[n][1] += v
+total = sum(v for _, _, v in last)
+print(f"launches in the file: {len(launches)}; steps: {len(starts)}; last step: {len(last)} launches, {total/1e3:.1f} us")
+print(f"{'kernel':<40} {'count':>5} {'us':>9} {'share':>6}")
+for n, (c, v) in sorted(tot.items(), key=lambda kv: -kv[1][1]):
+    print(f"{n:<40} {c:>5} {v/1e3:>9.1f} {100*v/total:>5.1f}%")
+print("\nlast step in launch order (us):")
+for _, n, v in last:
+    print(f"  {n:<40} {v/1e3:8.1f}")
+PY
+cat "$out/profile.txt" | head -40
+xz -k -9 "$out/ncu.csv"
