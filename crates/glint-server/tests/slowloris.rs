@@ -11,7 +11,7 @@ use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-const TIMEOUT: Duration = Duration::from_millis(1000);
+const TIMEOUT: Duration = Duration::from_millis(1500);
 
 fn head(len: usize) -> String {
     format!(
