@@ -4,6 +4,7 @@ starts one on the tiny fixture model). Plain asserts; prints 'N passed, N failed
 Usage: python scripts/openai_client_test.py BASE_URL API_KEY
 """
 
+import json
 import sys
 import traceback
 
@@ -113,10 +114,120 @@ def logprobs_parse_and_greedy_picks_the_top_1():
     assert all(x <= 0 for x in lp.token_logprobs)
 
 
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now", "description": "The time"}},
+]
+# A finished tool round trip, as an agent sends it back: the assistant's call (arguments a
+# JSON string) and the tool's result.
+TOOL_HISTORY = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 2}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 21}'},
+]
+
+
+def assembled_stream(**kw):
+    """A streamed chat answer assembled from the client's typed chunks: content, reasoning,
+    tool calls by index (id, type and name from the first delta of each), finish reason."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for chunk in chat(stream=True, **kw):
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+            for tc in c.delta.tool_calls or []:
+                if tc.index not in calls:
+                    assert tc.id and tc.type == "function" and tc.function.name, tc
+                    calls[tc.index] = [tc.id, tc.function.name, ""]
+                else:
+                    assert tc.id is None and tc.function.name is None, tc
+                calls[tc.index][2] += tc.function.arguments or ""
+            finish = c.finish_reason or finish
+    return content, reasoning, [tuple(calls[i]) for i in sorted(calls)], finish
+
+
+@test
+def tools_are_accepted_and_streamed_calls_equal_the_message():
+    # The tiny random model does not call tools by itself; what is checked end to end here is
+    # that tools, tool history and every tool_choice are accepted, that the prompt grows by
+    # the rendered tools, and that the streamed answer (tool-call deltas included) assembles
+    # to the non-streamed message. The parser's outputs are pinned by the Rust tests.
+    plain = chat(messages=TOOL_HISTORY, max_tokens=1)
+    for choice in ["auto", "required", {"type": "function", "function": {"name": "now"}},
+                   {"type": "function", "function": {"name": "get_weather"}}]:
+        kw = dict(messages=TOOL_HISTORY, tools=TOOLS, tool_choice=choice, max_tokens=48,
+                  extra_body={"ignore_eos": True})
+        r = chat(**kw)
+        assert r.usage.prompt_tokens > plain.usage.prompt_tokens + 50, (r.usage, plain.usage)
+        m = r.choices[0].message
+        calls = [(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or []]
+        for _, name, args in calls:
+            assert name in ("get_weather", "now"), name
+            assert isinstance(json.loads(args), dict), args
+        assert r.choices[0].finish_reason in ("length", "tool_calls", "stop"), r
+        content, reasoning, scalls, finish = assembled_stream(**kw)
+        assert (content or None, reasoning, scalls) == (m.content or None, reasoning_of(m), calls), \
+            (choice, content, scalls, m)
+        assert finish == r.choices[0].finish_reason
+    r = chat(messages=TOOL_HISTORY, tools=TOOLS, tool_choice="none")
+    assert r.usage.prompt_tokens < plain.usage.prompt_tokens + 50  # tools not rendered
+    for bad, param in [
+        (dict(tools=[{"type": "function", "function": {"name": "bad name"}}]),
+         "tools[0].function.name"),
+        (dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}),
+         "tool_choice.function.name"),
+        (dict(tool_choice="required"), "tool_choice"),
+    ]:
+        try:
+            chat(**bad)
+        except openai.BadRequestError as e:
+            assert e.body["param"] == param, (bad, e.body)
+        else:
+            raise AssertionError(f"{bad}: no error")
+
+
+@test
+def n_choices_penalties_and_stop_token_ids():
+    r = chat(n=3, temperature=1.0, seed=7, max_tokens=8)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    for i, c in enumerate(r.choices):
+        one = chat(temperature=1.0, seed=7 + i, max_tokens=8).choices[0]
+        assert (c.message.content, reasoning_of(c.message)) == \
+            (one.message.content, reasoning_of(one.message)), (i, c, one)
+    content, reasoning = {}, {}
+    for chunk in chat(n=3, temperature=1.0, seed=7, max_tokens=8, stream=True):
+        for c in chunk.choices:
+            content[c.index] = content.get(c.index, "") + (c.delta.content or "")
+            reasoning[c.index] = reasoning.get(c.index, "") + \
+                ((c.delta.model_extra or {}).get("reasoning_content") or "")
+    for c in r.choices:
+        assert (content[c.index], reasoning[c.index]) == \
+            (c.message.content, reasoning_of(c.message)), (c, content, reasoning)
+    p = chat(presence_penalty=1.5, frequency_penalty=1.0, max_tokens=24)
+    assert p.choices[0].finish_reason in ("stop", "length")
+    ids = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=12,
+                                    temperature=0, extra_body={"ignore_eos": True,
+                                                               "return_token_ids": True})
+    toks = ids.choices[0].model_extra["token_ids"]
+    cut = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=12,
+                                    temperature=0, extra_body={
+                                        "ignore_eos": True, "return_token_ids": True,
+                                        "stop_token_ids": [toks[4]]})
+    k = toks.index(toks[4])
+    assert cut.choices[0].model_extra["token_ids"] == toks[:k + 1], (cut, toks)
+    assert cut.choices[0].finish_reason == "stop"
+
+
 @test
 def bad_requests_raise_the_right_errors():
     cases = [
-        (dict(n=2), openai.BadRequestError, "n"),
+        (dict(n=17), openai.BadRequestError, "n"),
+        (dict(presence_penalty=2.5), openai.BadRequestError, "presence_penalty"),
         (dict(temperature=-1), openai.BadRequestError, "temperature"),
         (dict(max_tokens=10**6), openai.BadRequestError, "max_tokens"),
         (dict(messages=[{"role": "wizard", "content": "x"}]), openai.BadRequestError, "messages[0].role"),

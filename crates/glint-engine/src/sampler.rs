@@ -2,7 +2,8 @@
 //!
 //! The chain runs in llama.cpp's default order — repetition penalty, top-k, top-p, min-p,
 //! temperature, then a draw — so that the same settings give the same candidate sets as
-//! `llama-cli`. Truncation (top-k/p, min-p) therefore sees the *untempered* distribution, as in
+//! `llama-cli`. OpenAI's presence and frequency penalties (off by default) run right after the
+//! repetition penalty. Truncation (top-k/p, min-p) therefore sees the *untempered* distribution, as in
 //! llama.cpp; temperature only reshapes what survives. `temperature <= 0` means greedy.
 
 use std::collections::{HashMap, VecDeque};
@@ -21,6 +22,12 @@ pub struct SamplerConfig {
     pub repeat_penalty: f32,
     /// How many of the most recent tokens the penalty looks at (llama.cpp `--repeat-last-n`).
     pub repeat_last_n: usize,
+    /// OpenAI's `presence_penalty`: subtracted from the logit of every token this sampler has
+    /// drawn at least once (0 = off).
+    pub presence_penalty: f32,
+    /// OpenAI's `frequency_penalty`: subtracted once per time this sampler has drawn the
+    /// token (0 = off). Together: `logit -= presence * [count > 0] + frequency * count`.
+    pub frequency_penalty: f32,
     pub seed: u64,
 }
 
@@ -34,6 +41,8 @@ impl Default for SamplerConfig {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: 0x5EED,
         }
     }
@@ -78,7 +87,14 @@ impl SamplerConfig {
             r,
             r.is_finite() && r > 0.0,
             "a finite number above 0 (1 = off)",
-        )
+        )?;
+        for (name, v) in [
+            ("presence-penalty", self.presence_penalty),
+            ("frequency-penalty", self.frequency_penalty),
+        ] {
+            check(name, v, v.is_finite(), "a finite number (0 = off)")?;
+        }
+        Ok(())
     }
 }
 
@@ -121,6 +137,8 @@ pub struct Sampler {
     cfg: SamplerConfig,
     rng: SplitMix64,
     recent: VecDeque<u32>,
+    /// How often each token was drawn (the presence and frequency penalties' counts).
+    drawn: HashMap<u32, u32>,
     /// Reused so that sampling a 150k vocabulary does not allocate per token.
     scratch: Vec<Candidate>,
 }
@@ -132,6 +150,7 @@ impl Sampler {
             cfg,
             rng,
             recent: VecDeque::new(),
+            drawn: HashMap::new(),
             scratch: Vec::new(),
         }
     }
@@ -173,6 +192,10 @@ impl Sampler {
             let recent: Vec<u32> = self.recent.iter().copied().collect();
             apply_repeat_penalty(&mut cands, &recent, self.cfg.repeat_penalty);
         }
+        let (presence, frequency) = (self.cfg.presence_penalty, self.cfg.frequency_penalty);
+        if presence != 0.0 || frequency != 0.0 {
+            apply_count_penalties(&mut cands, &self.drawn, presence, frequency);
+        }
         let id = if self.cfg.temperature <= 0.0 {
             argmax(&cands)
         } else {
@@ -184,7 +207,29 @@ impl Sampler {
             cands[draw(&probs, u)].id
         };
         self.scratch = cands;
+        // Every token drawn is a generated token (prompt tokens are only `accept`ed), so these
+        // are the counts over the completion that OpenAI's penalties use.
+        *self.drawn.entry(id).or_insert(0) += 1;
         Ok(id)
+    }
+}
+
+/// OpenAI's presence and frequency penalties: `logit -= presence * [count > 0] + frequency *
+/// count` for each token with a count. `cands` must be the full row in id order (as
+/// [`Sampler::sample`] builds it before truncation).
+pub fn apply_count_penalties(
+    cands: &mut [Candidate],
+    counts: &HashMap<u32, u32>,
+    presence: f32,
+    frequency: f32,
+) {
+    for (&id, &n) in counts {
+        if let Some(c) = cands.get_mut(id as usize) {
+            debug_assert_eq!(c.id, id);
+            if n > 0 {
+                c.logit -= presence + frequency * n as f32;
+            }
+        }
     }
 }
 

@@ -281,3 +281,41 @@ fn settings_outside_their_range_are_named() {
     assert!(SamplerConfig::default().validate().is_ok());
     assert!(SamplerConfig::greedy().validate().is_ok());
 }
+
+#[test]
+fn presence_and_frequency_penalties_count_the_drawn_tokens_only() {
+    // logit -= presence * [count > 0] + frequency * count, over tokens drawn (not accepted
+    // prompt tokens): by hand, with presence 0.5 and frequency 0.75.
+    let mut s = Sampler::new(SamplerConfig {
+        presence_penalty: 0.5,
+        frequency_penalty: 0.75,
+        ..SamplerConfig::greedy()
+    });
+    s.accept(0); // a prompt token: no penalty
+    let logits = [3.0, 2.9, 1.0];
+    // Draw 1: nothing drawn yet → token 0 (3.0).
+    assert_eq!(s.sample(&logits).unwrap(), 0);
+    // Draw 2: token 0 at 3.0 - 0.5 - 0.75 = 1.75 < 2.9 → token 1.
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    // Draw 3: 0 → 1.75, 1 → 2.9 - 1.25 = 1.65, 2 → 1.0 → token 0 again.
+    assert_eq!(s.sample(&logits).unwrap(), 0);
+    // Draw 4: 0 → 3.0 - 0.5 - 1.5 = 1.0, 1 → 1.65, 2 → 1.0 → token 1.
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    // Draw 5: 0 → 1.0, 1 → 2.9 - 0.5 - 1.5 = 0.9, 2 → 1.0 → token 0 (ties: lowest id).
+    assert_eq!(s.sample(&logits).unwrap(), 0);
+
+    // Negative penalties favour repeats.
+    let mut s = Sampler::new(SamplerConfig {
+        presence_penalty: -1.0,
+        ..SamplerConfig::greedy()
+    });
+    let logits = [1.0, 1.5];
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    assert_eq!(s.sample(&[2.0, 1.5]).unwrap(), 1, "1.5 + 1 > 2.0");
+
+    let bad = SamplerConfig {
+        frequency_penalty: f32::NAN,
+        ..SamplerConfig::default()
+    };
+    assert!(bad.validate().is_err());
+}

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use glint_engine::sampler::SamplerConfig;
 
 use crate::error::ApiError;
+use crate::tools::{Tools, CALL_OPEN};
 
 /// Most stop strings per request, and bytes per stop string.
 pub const MAX_STOPS: usize = 16;
@@ -18,6 +19,10 @@ pub const MAX_STOP_BYTES: usize = 1024;
 /// Most alternatives per token in logprobs (`top_logprobs`, completions' `logprobs`), as
 /// vLLM's default `max_logprobs` and OpenAI's chat limit.
 pub const MAX_TOP_LOGPROBS: u64 = 20;
+/// Most choices per request (`n`).
+pub const MAX_N: u64 = 16;
+/// Most `stop_token_ids`.
+pub const MAX_STOP_TOKEN_IDS: usize = 64;
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -55,6 +60,8 @@ pub struct Common {
     pub return_token_ids: Option<bool>,
     /// vLLM's extension: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// vLLM's extension: token ids that end the answer (as end-of-turn tokens do).
+    pub stop_token_ids: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,7 +158,7 @@ pub fn view<'v, T: Deserialize<'v>>(v: &'v Value) -> Result<T, ApiError> {
 }
 
 /// What both endpoints decide from [`Common`] before the prompt is known.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub stream: bool,
     pub include_usage: bool,
@@ -160,6 +167,9 @@ pub struct Settings {
     pub max_tokens: Option<u64>,
     pub return_token_ids: bool,
     pub ignore_eos: bool,
+    /// Choices to generate (`n`), each an independent sequence; choice `i` samples with
+    /// `sampler.seed + i`.
+    pub n: usize,
 }
 
 fn finite_in(name: &str, v: f64, lo: f64, hi: f64) -> Result<f64, ApiError> {
@@ -192,10 +202,12 @@ impl Common {
                 return Err(ApiError::model_not_found(m, served));
             }
         }
-        if let Some(n) = self.n {
-            if n != 1 {
-                return Err(ApiError::unsupported("n", &format!("n = {n} (only n = 1)")));
-            }
+        let n = self.n.unwrap_or(1);
+        if n == 0 || n > MAX_N {
+            return Err(ApiError::field(
+                "n",
+                format!("{n} is out of range: must be between 1 and {MAX_N}"),
+            ));
         }
         if let Some(b) = self.best_of {
             if b != 1 {
@@ -208,9 +220,6 @@ impl Common {
         ] {
             if let Some(v) = v {
                 finite_in(name, v, -2.0, 2.0)?;
-                if v != 0.0 {
-                    return Err(ApiError::unsupported(name, "a non-zero penalty"));
-                }
             }
         }
         if self.logit_bias.as_ref().is_some_and(|m| !m.is_empty()) {
@@ -288,30 +297,174 @@ impl Common {
                 min_p: min_p as f32,
                 repeat_penalty: repeat_penalty as f32,
                 repeat_last_n: 64,
+                presence_penalty: self.presence_penalty.unwrap_or(0.0) as f32,
+                frequency_penalty: self.frequency_penalty.unwrap_or(0.0) as f32,
                 seed: self.seed.map(|s| s as u64).unwrap_or_else(fresh_seed),
             },
             stops,
             max_tokens: self.max_tokens,
             return_token_ids: self.return_token_ids.unwrap_or(false),
             ignore_eos: self.ignore_eos.unwrap_or(false),
+            n: n as usize,
         })
+    }
+
+    /// `stop_token_ids`, checked against the vocabulary.
+    pub fn stop_token_ids(&self, n_vocab: usize) -> Result<Vec<u32>, ApiError> {
+        let Some(v) = &self.stop_token_ids else {
+            return Ok(Vec::new());
+        };
+        if v.len() > MAX_STOP_TOKEN_IDS {
+            return Err(ApiError::field(
+                "stop_token_ids",
+                format!("{} ids: at most {MAX_STOP_TOKEN_IDS}", v.len()),
+            ));
+        }
+        v.iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                if t < 0 || t as u64 >= n_vocab as u64 {
+                    Err(ApiError::field(
+                        format!("stop_token_ids[{i}]"),
+                        format!("token id {t} is outside the vocabulary of {n_vocab}"),
+                    ))
+                } else {
+                    Ok(t as u32)
+                }
+            })
+            .collect()
     }
 }
 
 pub const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 
+/// What a chat request's `tools` and `tool_choice` ask for.
+#[derive(Debug, Default)]
+pub struct ToolPlan {
+    /// The tools to parse calls of (none: no parsing, tags print nothing).
+    pub tools: Option<Tools>,
+    /// The `tools` the chat template renders.
+    pub render: Option<Vec<Value>>,
+    /// Text the assistant turn starts with (`tool_choice` `required`: `<tool_call>`; a named
+    /// function: `<tool_call>NAME`), appended to the prompt and read by the parser first.
+    pub prefill: Option<String>,
+}
+
+/// An assistant message's `tool_calls` as the chat template wants them: `arguments` as an
+/// object (OpenAI sends a JSON string).
+fn template_tool_calls(calls: &[Value], at: &str) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::with_capacity(calls.len());
+    for (j, c) in calls.iter().enumerate() {
+        let at = format!("{at}[{j}]");
+        let f = c
+            .get("function")
+            .filter(|f| f.is_object())
+            .ok_or_else(|| ApiError::field(format!("{at}.function"), "is required (an object)"))?;
+        let name = match f.get("name") {
+            Some(Value::String(n)) if !n.is_empty() => n.clone(),
+            _ => {
+                return Err(ApiError::field(
+                    format!("{at}.function.name"),
+                    "is required (a string)",
+                ))
+            }
+        };
+        let args = match f.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => {
+                    return Err(ApiError::field(
+                        format!("{at}.function.arguments"),
+                        "must be a JSON object (as a string)",
+                    ))
+                }
+            },
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(ApiError::field(
+                    format!("{at}.function.arguments"),
+                    "must be a JSON object (as a string)",
+                ))
+            }
+        };
+        let mut v = serde_json::json!({"type": "function",
+                                       "function": {"name": name, "arguments": args}});
+        if let Some(id) = c.get("id").and_then(Value::as_str) {
+            v["id"] = id.into();
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 impl ChatRequest {
+    /// `tools` (validated) and `tool_choice`: `auto` (the default with tools) renders the
+    /// tools and parses calls; `none` neither; `required` and a named function also start the
+    /// answer with the call's opening (the model cannot answer otherwise, no grammar needed).
+    pub fn tool_plan(&self) -> Result<ToolPlan, ApiError> {
+        let tools = match &self.tools {
+            Some(t) if !t.is_empty() => Some((Tools::from_openai(t)?, t.clone())),
+            _ => None,
+        };
+        let choice = match &self.tool_choice {
+            None | Some(Value::Null) => "auto".to_string(),
+            Some(Value::String(s)) if ["none", "auto", "required"].contains(&s.as_str()) => {
+                s.clone()
+            }
+            Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("function") => {
+                match o.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) {
+                    Some(n) => format!("fn:{n}"),
+                    None => {
+                        return Err(ApiError::field(
+                            "tool_choice.function.name",
+                            "is required",
+                        ))
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(ApiError::field(
+                    "tool_choice",
+                    "must be `none`, `auto`, `required` or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                ))
+            }
+        };
+        let Some((tools, render)) = tools else {
+            if choice == "none" || choice == "auto" {
+                return Ok(ToolPlan::default());
+            }
+            return Err(ApiError::field(
+                "tool_choice",
+                "names or requires a tool, but the request has no `tools`",
+            ));
+        };
+        let prefill = match choice.as_str() {
+            "none" => return Ok(ToolPlan::default()),
+            "auto" => None,
+            "required" => Some(CALL_OPEN.to_string()),
+            named => {
+                let n = &named[3..];
+                if tools.get(n).is_none() {
+                    return Err(ApiError::field(
+                        "tool_choice.function.name",
+                        format!("`{}` is not one of the request's tools", n.escape_debug()),
+                    ));
+                }
+                Some(format!("{CALL_OPEN}{n}"))
+            }
+        };
+        Ok(ToolPlan {
+            tools: Some(tools),
+            render: Some(render),
+            prefill,
+        })
+    }
+
     /// Checks what only chat has; returns the template context's `messages`.
     pub fn template_messages(&self) -> Result<Vec<Value>, ApiError> {
         self.logprobs()?;
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(ApiError::unsupported("tools", "tool calling"));
-        }
-        match &self.tool_choice {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == "none" || s == "auto" => {}
-            Some(_) => return Err(ApiError::unsupported("tool_choice", "tool calling")),
-        }
         if let Some(f) = &self.response_format {
             if f.get("type").and_then(Value::as_str) != Some("text") {
                 return Err(ApiError::unsupported(
@@ -349,9 +502,18 @@ impl ChatRequest {
                     ))
                 }
             };
-            if m.tool_calls.as_ref().is_some_and(|t| !t.is_empty()) {
-                return Err(ApiError::unsupported(&at("tool_calls"), "tool calling"));
-            }
+            let tool_calls = match &m.tool_calls {
+                Some(t) if !t.is_empty() => {
+                    if role != "assistant" {
+                        return Err(ApiError::field(
+                            at("tool_calls"),
+                            "only assistant messages have tool calls",
+                        ));
+                    }
+                    Some(template_tool_calls(t, &at("tool_calls"))?)
+                }
+                _ => None,
+            };
             let content = match &m.content {
                 None if role == "assistant" => String::new(),
                 None => return Err(ApiError::field(at("content"), "is required for this role")),
@@ -387,6 +549,9 @@ impl ChatRequest {
             }
             if let Some(t) = &m.tool_call_id {
                 v["tool_call_id"] = t.clone().into();
+            }
+            if let Some(t) = tool_calls {
+                v["tool_calls"] = Value::Array(t);
             }
             out.push(v);
         }

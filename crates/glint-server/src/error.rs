@@ -96,6 +96,11 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "the engine is not running")
     }
 
+    /// 408: the client did not send its request in time.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, message)
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }

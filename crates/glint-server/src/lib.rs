@@ -20,6 +20,7 @@ pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod text;
+pub mod tools;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,6 +50,7 @@ use crate::api::{ChatRequest, Common, CompletionRequest, PromptInput, Settings};
 use crate::engine::{EngineHandle, EngineStats, GenRequest, Out, TokenLogprobs};
 use crate::error::ApiError;
 use crate::text::{ReasoningSplitter, Split, TextPipeline, THINK_CLOSE, THINK_OPEN};
+use crate::tools::{ToolEvent, ToolParser, Tools};
 
 /// How `glint serve` is set up.
 #[derive(Debug, Clone)]
@@ -66,6 +68,9 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Largest request body in bytes; a larger one is a 413.
     pub max_body_bytes: usize,
+    /// How long a client may take to send a request's whole body; slower is a 408 (and the
+    /// connection is closed), so trickling bodies cannot hold connections open.
+    pub body_timeout: std::time::Duration,
     /// Where the model runs.
     pub device: Device,
 }
@@ -81,6 +86,7 @@ pub enum Device {
 impl ServerConfig {
     pub const DEFAULT_QUEUE: usize = 256;
     pub const DEFAULT_MAX_BODY: usize = 8 << 20;
+    pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,10 +122,17 @@ pub struct AppState {
     /// `<think>` and `</think>` as token ids, when the vocabulary has them: they are control
     /// tokens (printing nothing) but the reasoning split needs to see them.
     think: Option<(u32, u32)>,
+    /// The tool-call tags as token ids and their text (printed when a request has tools).
+    tool_tags: Vec<(u32, &'static str)>,
+    /// Tokens the KV pool holds (`n` choices must fit together).
+    pool_tokens: usize,
     /// What ends a chat turn: the GGUF's end-of-generation ids plus GLM's turn tokens.
     chat_stops: Vec<u32>,
     next_response: AtomicU64,
     pub metrics: metrics::HttpMetrics,
+    /// The body's limits: bytes, and time to receive them.
+    max_body: usize,
+    body_timeout: std::time::Duration,
 }
 
 fn now() -> u64 {
@@ -224,6 +237,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
     let think = tokenizer
         .token_to_id(THINK_OPEN)
         .zip(tokenizer.token_to_id(THINK_CLOSE));
+    let tool_tags = tools::TAGS
+        .iter()
+        .filter_map(|t| tokenizer.token_to_id(t).map(|id| (id, *t)))
+        .collect();
     let mut chat_stops = tokenizer.eog_ids().to_vec();
     for t in ["<|user|>", "<|observation|>", "<|endoftext|>"] {
         if let Some(id) = tokenizer.token_to_id(t) {
@@ -251,9 +268,13 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         api_key: cfg.api_key.clone(),
         created: now(),
         think,
+        tool_tags,
+        pool_tokens: cfg.scheduler.n_blocks * cfg.scheduler.block_size,
         chat_stops,
         next_response: AtomicU64::new(1),
         metrics: Default::default(),
+        max_body: cfg.max_body_bytes,
+        body_timeout: cfg.body_timeout,
     });
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let listener = tokio::net::TcpListener::bind(&addr)
@@ -263,22 +284,11 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
             source,
         })?;
     let addr = listener.local_addr()?;
-    // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each one
-    // until the client acknowledges the previous, which delayed ACKs put off by ~40 ms.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
-    });
     let app = router(state.clone(), cfg.max_body_bytes);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = rx.await;
-            })
-            .await
-    });
+    let task = tokio::spawn(serve(listener, app, cfg.body_timeout, async {
+        let _ = rx.await;
+    }));
     tracing::info!(%addr, model = %state.model_id, "glint serve listening");
     Ok(Server {
         addr,
@@ -287,6 +297,75 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
         task,
         engine_thread: Some(engine_thread),
     })
+}
+
+/// The accept loop (what `axum::serve` does, plus a deadline for each request's line and
+/// headers: hyper's `header_read_timeout`, which needs a timer that axum's loop does not
+/// give it). On `shutdown`: stops accepting, lets every connection finish its requests
+/// (streams included) and close, then returns.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // Every connection task holds a clone; `closed()` resolves when the last is gone.
+    let (alive_tx, alive_rx) = tokio::sync::watch::channel(());
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
+        // one until the client acknowledges the previous, which delayed ACKs put off by ~40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stop = stop_rx.clone();
+        let alive = alive_rx.clone();
+        tokio::spawn(async move {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = b
+                .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades();
+            tokio::pin!(conn);
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = stop.changed(), if !stopping => {
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(alive);
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(alive_rx);
+    alive_tx.closed().await;
+    Ok(())
 }
 
 /// Every route, as `/metrics` labels them.
@@ -306,6 +385,8 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/v1/messages", post(messages))
+        // Inner: the body is read once the key is checked.
+        .route_layer(middleware::from_fn_with_state(state.clone(), read_body))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/health", get(health))
@@ -329,6 +410,65 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
             count_response,
         ))
         .with_state(state)
+}
+
+/// Reads the whole body before the handler, within `--body-timeout` and `--max-body-bytes`: a
+/// client that trickles its body (slowloris) gets a 408 and its connection is closed, the
+/// others are served meanwhile.
+async fn read_body(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let messages = req.uri().path() == "/v1/messages";
+    let fail = |e: ApiError| {
+        let mut r = if messages {
+            anthropic::error_response(e)
+        } else {
+            e.into_response()
+        };
+        r.headers_mut()
+            .insert(header::CONNECTION, "close".parse().expect("static"));
+        r
+    };
+    let (parts, body) = req.into_parts();
+    let too_large = || {
+        ApiError::too_large(format!(
+            "request body too large: more than {} bytes",
+            st.max_body
+        ))
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > st.max_body as u64) {
+        return fail(too_large());
+    }
+    let read = async {
+        let mut s = body.into_data_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = s.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::bad_request(format!("could not read the request body: {e}"))
+            })?;
+            if buf.len() + chunk.len() > st.max_body {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf)
+    };
+    let bytes = match tokio::time::timeout(st.body_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return fail(e),
+        Err(_) => {
+            tracing::debug!(path = %parts.uri.path(), "request body timed out");
+            return fail(ApiError::timeout(format!(
+                "the request body did not arrive within {:?}",
+                st.body_timeout
+            )));
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
@@ -438,6 +578,9 @@ struct Prepared {
     settings: Settings,
     /// Chat: whether generation starts inside a reasoning block.
     reasoning: Option<bool>,
+    /// Chat with `tools`: the tools to parse calls of, and the text the answer starts with.
+    tools: Option<Tools>,
+    prefill: Option<String>,
 }
 
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
@@ -485,6 +628,23 @@ fn budget(
     }
 }
 
+/// `n` choices must fit the KV pool together (each is a sequence of prompt + budget).
+fn check_n(st: &AppState, n: usize, prompt_len: usize, budget: usize) -> Result<(), ApiError> {
+    let need = n.saturating_mul(prompt_len + budget);
+    if n > 1 && need > st.pool_tokens {
+        return Err(ApiError::field(
+            "n",
+            format!(
+                "{n} choices of {prompt_len} prompt + {budget} completion tokens need {need} \
+                 tokens of KV cache; the server holds {}: ask for fewer choices or a smaller \
+                 max_tokens",
+                st.pool_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
     let r = if raw {
         st.tokenizer.encode_prompt(text)
@@ -494,19 +654,32 @@ fn encode(st: &AppState, text: &str, raw: bool) -> Result<Vec<u32>, ApiError> {
     r.map_err(|e| ApiError::bad_request(format!("the prompt cannot be tokenized: {e}")))
 }
 
-/// Renders `messages` (and `kwargs`) with the GGUF's chat template and tokenizes the result.
-fn render_prompt(
+/// Appends a forced call's opening to a rendered prompt: the call is the answer, so it
+/// starts after the reasoning block (closed first when the prompt opened one).
+fn prefill(st: &AppState, text: &mut String, prefill: Option<&str>) {
+    if let Some(p) = prefill {
+        if st.think.is_some() && ReasoningSplitter::prompt_opens_reasoning(text) {
+            text.push_str(THINK_CLOSE);
+        }
+        text.push_str(p);
+    }
+}
+
+/// The chat template's text for `messages` (and `kwargs`, `tools`).
+fn render_text(
     st: &AppState,
     messages: Vec<Value>,
     kwargs: Option<&serde_json::Map<String, Value>>,
-) -> Result<(String, Vec<u32>), ApiError> {
+    tools: Option<Vec<Value>>,
+) -> Result<String, ApiError> {
     let tmpl = st.template.as_ref().ok_or_else(|| {
         ApiError::bad_request("this model has no chat template; use /v1/completions")
     })?;
     let mut ctx = json!({"add_generation_prompt": true});
     if let Some(kw) = kwargs {
         for (k, val) in kw {
-            if k == "messages" || k == "add_generation_prompt" {
+            if k == "messages" || k == "add_generation_prompt" || (k == "tools" && tools.is_some())
+            {
                 return Err(ApiError::field(
                     format!("chat_template_kwargs.{k}"),
                     "is set by the server",
@@ -516,11 +689,11 @@ fn render_prompt(
         }
     }
     ctx["messages"] = Value::Array(messages);
-    let text = tmpl
-        .render_json(&ctx)
-        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
-    let prompt = encode(st, &text, false)?;
-    Ok((text, prompt))
+    if let Some(t) = tools {
+        ctx["tools"] = Value::Array(t);
+    }
+    tmpl.render_json(&ctx)
+        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))
 }
 
 fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
@@ -529,7 +702,10 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let req: ChatRequest = api::view(&v)?;
     let settings = common.settings(&st.model_id)?;
     let messages = req.template_messages()?;
-    let (text, prompt) = render_prompt(st, messages, req.chat_template_kwargs.as_ref())?;
+    let plan = req.tool_plan()?;
+    let mut text = render_text(st, messages, req.chat_template_kwargs.as_ref(), plan.render)?;
+    prefill(st, &mut text, plan.prefill.as_deref());
+    let prompt = encode(st, &text, false)?;
     let field = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
     } else {
@@ -539,11 +715,13 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let reasoning = st
         .think
         .map(|_| ReasoningSplitter::prompt_opens_reasoning(&text));
-    let stop_tokens = if settings.ignore_eos {
+    let mut stop_tokens = if settings.ignore_eos {
         vec![]
     } else {
         st.chat_stops.clone()
     };
+    stop_tokens.extend(common.stop_token_ids(st.engine.info.n_vocab)?);
+    check_n(st, settings.n, prompt.len(), max_new_tokens)?;
     Ok(Prepared {
         kind: Kind::Chat,
         gen: GenRequest {
@@ -556,6 +734,8 @@ fn prepare_chat(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         },
         settings,
         reasoning,
+        tools: plan.tools,
+        prefill: plan.prefill,
     })
 }
 
@@ -565,7 +745,9 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
     let plan = req.plan(&st.model_id)?;
     let mut kw = serde_json::Map::new();
     kw.insert("enable_thinking".into(), plan.enable_thinking.into());
-    let (text, prompt) = render_prompt(st, plan.messages, Some(&kw))?;
+    let mut text = render_text(st, plan.messages, Some(&kw), plan.tools.render)?;
+    prefill(st, &mut text, plan.tools.prefill.as_deref());
+    let prompt = encode(st, &text, false)?;
     let max_new_tokens = budget(st, prompt.len(), plan.settings.max_tokens, "max_tokens")?;
     let reasoning = st
         .think
@@ -582,6 +764,8 @@ fn prepare_messages(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> {
         },
         settings: plan.settings,
         reasoning,
+        tools: plan.tools.tools,
+        prefill: plan.tools.prefill,
     })
 }
 
@@ -601,11 +785,13 @@ fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> 
         Some(settings.max_tokens.unwrap_or(16)),
         "max_tokens",
     )?;
-    let stop_tokens = if settings.ignore_eos {
+    let mut stop_tokens = if settings.ignore_eos {
         vec![]
     } else {
         st.tokenizer.eog_ids().to_vec()
     };
+    stop_tokens.extend(common.stop_token_ids(st.engine.info.n_vocab)?);
+    check_n(st, settings.n, prompt.len(), max_new_tokens)?;
     Ok(Prepared {
         kind: Kind::Completion,
         gen: GenRequest {
@@ -618,6 +804,8 @@ fn prepare_completion(st: &AppState, body: &[u8]) -> Result<Prepared, ApiError> 
         },
         settings,
         reasoning: None,
+        tools: None,
+        prefill: None,
     })
 }
 
@@ -676,42 +864,99 @@ async fn handle(
     };
     prepared.gen.arrived = arrived;
     let prompt_tokens = prepared.gen.prompt.len();
+    let choices = prepared.settings.n;
+    if choices > 1 {
+        return handle_group(st, prepared, choices).await;
+    }
     let rx = match st.engine.submit(prepared.gen.clone()) {
         Ok(rx) => rx,
         Err(e) => return error_response(kind, e),
     };
     let n = st.next_response.fetch_add(1, Ordering::Relaxed);
-    let resp = Responder {
-        id: match prepared.kind {
-            Kind::Chat => format!("chatcmpl-{n:016x}"),
-            Kind::Completion => format!("cmpl-{n:016x}"),
-            Kind::Messages => format!("msg_{n:016x}"),
-        },
-        created: now(),
-        pipe: TextPipeline::new(
-            prepared.settings.stops.clone(),
-            prepared.reasoning.map(ReasoningSplitter::new),
-        ),
-        kind: prepared.kind,
-        prompt_tokens,
-        prompt: prepared.gen.prompt,
-        tokens: Vec::new(),
-        settings: prepared.settings,
-        rx: Some(rx),
-        st,
-        sent_role: false,
-        done: false,
-        counted: false,
-        logprobs: prepared.gen.logprobs.is_some(),
-        lp_pending: Vec::new(),
-        lp_offset: 0,
-        blocks: anthropic::Blocks::default(),
-    };
+    let resp = Responder::new(st, prepared, prompt_tokens, rx, n, 0);
     if resp.settings.stream {
         stream_response(resp)
     } else {
         resp.collect().await
     }
+}
+
+/// `n` > 1: `n` independent engine requests, choice `i` sampling with seed + `i`. If the
+/// queue cannot take them all, none runs (the receivers already given are dropped, which
+/// cancels them).
+async fn handle_group(st: Arc<AppState>, prepared: Prepared, choices: usize) -> Response {
+    let kind = prepared.kind;
+    let prompt_tokens = prepared.gen.prompt.len();
+    let mut rxs = Vec::with_capacity(choices);
+    for i in 0..choices {
+        let mut gen = prepared.gen.clone();
+        gen.sampler.seed = gen.sampler.seed.wrapping_add(i as u64);
+        match st.engine.submit(gen) {
+            Ok(rx) => rxs.push(rx),
+            Err(e) => return error_response(kind, e),
+        }
+    }
+    let n = st.next_response.fetch_add(1, Ordering::Relaxed);
+    let stream = prepared.settings.stream;
+    let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let resps: Vec<Responder> = rxs
+        .into_iter()
+        .enumerate()
+        .map(|(i, rx)| {
+            let p = Prepared {
+                kind: prepared.kind,
+                gen: prepared.gen.clone(),
+                settings: prepared.settings.clone(),
+                reasoning: prepared.reasoning,
+                tools: prepared.tools.clone(),
+                prefill: prepared.prefill.clone(),
+            };
+            let mut r = Responder::new(st.clone(), p, prompt_tokens, rx, n, i);
+            if stream {
+                r.group = Some(total.clone());
+            }
+            r
+        })
+        .collect();
+    if !stream {
+        return Responder::collect_group(resps).await;
+    }
+    // The choices' chunks as they come, then the usage (all choices' tokens) and [DONE].
+    let head = (
+        resps[0].id.clone(),
+        resps[0].created,
+        resps[0].settings.include_usage,
+    );
+    let obj = resps[0].object(true);
+    let model = st.model_id.clone();
+    let streams = resps.into_iter().map(|r| {
+        futures_util::stream::unfold(r, |mut r| async move {
+            let evs = r.next_events().await?;
+            Some((evs, r))
+        })
+        .boxed()
+    });
+    let tail = futures_util::stream::once(async move {
+        let mut out = Vec::new();
+        let (id, created, include_usage) = head;
+        if include_usage {
+            let completion = total.load(Ordering::Relaxed);
+            let c = json!({
+                "id": id, "object": obj, "created": created, "model": model, "choices": [],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                          "total_tokens": prompt_tokens + completion},
+            });
+            out.push(SseEvent::default().data(c.to_string()));
+        }
+        out.push(SseEvent::default().data("[DONE]"));
+        out
+    });
+    let events = futures_util::stream::select_all(streams)
+        .chain(tail)
+        .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok::<_, Infallible>)));
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CACHE_CONTROL, "no-cache".parse().expect("static"));
+    (headers, Sse::new(events)).into_response()
 }
 
 /// One request's output side: reads the engine's events and turns them into text.
@@ -737,6 +982,15 @@ struct Responder {
     lp_offset: usize,
     /// `/v1/messages`: the content blocks so far.
     blocks: anthropic::Blocks,
+    /// Whether the request has tools (their tags print, the parser runs).
+    tools_on: bool,
+    /// Tool call ids: this and the call's number.
+    call_prefix: String,
+    /// The choice's index (`n` > 1).
+    index: usize,
+    /// Streaming one of several choices: where its completion tokens are added up (the
+    /// group sends the usage chunk and `[DONE]`).
+    group: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Drop for Responder {
@@ -754,6 +1008,76 @@ enum Step {
 }
 
 impl Responder {
+    /// The output side of request number `n`, reading `rx`.
+    fn new(
+        st: Arc<AppState>,
+        prepared: Prepared,
+        prompt_tokens: usize,
+        rx: mpsc::Receiver<Out>,
+        n: u64,
+        index: usize,
+    ) -> Self {
+        let tools_on = prepared.tools.is_some();
+        let mut pipe = TextPipeline::new(
+            prepared.settings.stops.clone(),
+            prepared.reasoning.map(|r| {
+                let r = ReasoningSplitter::new(r);
+                if tools_on {
+                    // GLM may call a tool from inside its reasoning, without `</think>`.
+                    r.ending_at(tools::CALL_OPEN)
+                } else {
+                    r
+                }
+            }),
+        );
+        if let Some(t) = prepared.tools {
+            let mut parser = ToolParser::new(t);
+            if let Some(p) = &prepared.prefill {
+                // The prompt ends with the call's opening: the parser reads it first (it
+                // decides nothing before the name is complete).
+                let ev = parser.push(p);
+                debug_assert!(ev.is_empty(), "{ev:?}");
+            }
+            pipe = pipe.with_tools(parser);
+        }
+        Self {
+            id: match prepared.kind {
+                Kind::Chat => format!("chatcmpl-{n:016x}"),
+                Kind::Completion => format!("cmpl-{n:016x}"),
+                Kind::Messages => format!("msg_{n:016x}"),
+            },
+            created: now(),
+            pipe,
+            kind: prepared.kind,
+            prompt_tokens,
+            prompt: prepared.gen.prompt,
+            tokens: Vec::new(),
+            settings: prepared.settings,
+            rx: Some(rx),
+            st,
+            sent_role: false,
+            done: false,
+            counted: false,
+            logprobs: prepared.gen.logprobs.is_some(),
+            lp_pending: Vec::new(),
+            lp_offset: 0,
+            blocks: anthropic::Blocks::default(),
+            tools_on,
+            call_prefix: format!("call_{n:016x}_{index}_"),
+            index,
+            group: None,
+        }
+    }
+
+    /// `finish_reason`: `tool_calls` when the answer ended (not cut) after calling tools.
+    fn finish_reason(&self, reason: &'static str) -> &'static str {
+        if reason == "stop" && self.pipe.tool_calls() > 0 {
+            "tool_calls"
+        } else {
+            reason
+        }
+    }
+
     fn count(&mut self, reason: &str) {
         if !self.counted {
             self.counted = true;
@@ -762,6 +1086,11 @@ impl Responder {
     }
 
     fn bytes_of(&self, t: u32) -> Vec<u8> {
+        if self.tools_on {
+            if let Some((_, tag)) = self.st.tool_tags.iter().find(|(id, _)| *id == t) {
+                return tag.as_bytes().to_vec();
+            }
+        }
         if self.kind != Kind::Completion {
             if let Some((open, close)) = self.st.think {
                 if t == open {
@@ -901,10 +1230,11 @@ impl Responder {
         })
     }
 
-    async fn collect(mut self) -> Response {
+    /// Reads the engine's events to the end: the whole text and the finish reason.
+    async fn run_to_end(&mut self) -> Result<(Split, &'static str), ApiError> {
         let mut text = Split::default();
         let mut ignored = Vec::new();
-        let reason = loop {
+        loop {
             match self.next().await {
                 Step::Text(s) => {
                     self.feed_blocks(&s, &mut ignored);
@@ -913,28 +1243,98 @@ impl Responder {
                 Step::End(s, r) => {
                     self.feed_blocks(&s, &mut ignored);
                     text.append(s);
-                    break r;
+                    return Ok((text, r));
                 }
-                Step::Failed(e) => return error_response(self.kind, e),
+                Step::Failed(e) => return Err(e),
             }
+        }
+    }
+
+    /// The non-streamed response of one choice.
+    async fn collect(self) -> Response {
+        if self.kind != Kind::Messages {
+            return Self::collect_group(vec![self]).await;
+        }
+        let mut r = self;
+        let reason = match r.run_to_end().await {
+            Ok((_, reason)) => reason,
+            Err(e) => return error_response(r.kind, e),
         };
-        let choice = match self.kind {
-            Kind::Messages => {
-                let (stop_reason, stop_sequence) = self.anthropic_stop(reason);
-                return Json(json!({
-                    "id": self.id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": self.st.model_id,
-                    "content": self.blocks.content(),
-                    "stop_reason": stop_reason,
-                    "stop_sequence": stop_sequence,
-                    "usage": self.anthropic_usage(),
-                }))
-                .into_response();
-            }
+        let (stop_reason, stop_sequence) = r.anthropic_stop(reason);
+        Json(json!({
+            "id": r.id,
+            "type": "message",
+            "role": "assistant",
+            "model": r.st.model_id,
+            "content": r.blocks.content(),
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": r.anthropic_usage(),
+        }))
+        .into_response()
+    }
+
+    /// The non-streamed response of `n` choices (chat, completions), read concurrently:
+    /// `usage` counts the prompt once and every choice's tokens.
+    async fn collect_group(resps: Vec<Responder>) -> Response {
+        let outs = futures_util::future::join_all(resps.into_iter().map(|mut r| async move {
+            let res = r.run_to_end().await;
+            (r, res)
+        }))
+        .await;
+        let mut choices = Vec::with_capacity(outs.len());
+        let mut completion = 0;
+        let mut first = None;
+        for (mut r, res) in outs {
+            let (text, reason) = match res {
+                Ok(x) => x,
+                Err(e) => return error_response(r.kind, e),
+            };
+            completion += r.tokens.len();
+            choices.push(r.choice_value(text, reason));
+            first.get_or_insert(r);
+        }
+        let r = first.expect("at least one choice");
+        let mut body = json!({
+            "id": r.id,
+            "object": r.object(false),
+            "created": r.created,
+            "model": r.st.model_id,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": r.prompt_tokens + completion,
+            },
+        });
+        if r.settings.return_token_ids {
+            body["prompt_token_ids"] = json!(r.prompt);
+        }
+        Json(body).into_response()
+    }
+
+    /// A chat or completions choice from its whole text.
+    fn choice_value(&mut self, text: Split, reason: &'static str) -> Value {
+        match self.kind {
             Kind::Chat => {
                 let mut message = json!({"role": "assistant", "content": text.content});
+                if self.tools_on {
+                    let (_, calls) = tools::assemble(&text.events);
+                    if !calls.is_empty() {
+                        if text.content.is_empty() {
+                            message["content"] = Value::Null;
+                        }
+                        message["tool_calls"] = calls
+                            .into_iter()
+                            .enumerate()
+                            .map(|(k, c)| {
+                                json!({"id": format!("{}{k}", self.call_prefix),
+                                       "type": "function",
+                                       "function": {"name": c.name, "arguments": c.arguments}})
+                            })
+                            .collect();
+                    }
+                }
                 if self.reasoning_enabled() {
                     message["reasoning_content"] = if text.reasoning.is_empty() {
                         Value::Null
@@ -943,19 +1343,19 @@ impl Responder {
                     };
                 }
                 let mut c = json!({
-                    "index": 0,
+                    "index": self.index,
                     "message": message,
                     "logprobs": self.take_logprobs(false),
-                    "finish_reason": reason,
+                    "finish_reason": self.finish_reason(reason),
                 });
                 if self.settings.return_token_ids {
                     c["token_ids"] = json!(self.tokens);
                 }
                 c
             }
-            Kind::Completion => {
+            Kind::Completion | Kind::Messages => {
                 let mut c = json!({
-                    "index": 0,
+                    "index": self.index,
                     "text": text.content,
                     "logprobs": self.take_logprobs(false),
                     "finish_reason": reason,
@@ -965,19 +1365,7 @@ impl Responder {
                 }
                 c
             }
-        };
-        let mut body = json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.st.model_id,
-            "choices": [choice],
-            "usage": self.usage(),
-        });
-        if self.settings.return_token_ids {
-            body["prompt_token_ids"] = json!(self.prompt);
         }
-        Json(body).into_response()
     }
 
     /// `/v1/messages`: adds a piece of text to the content blocks (reasoning before content,
@@ -986,7 +1374,23 @@ impl Responder {
         if self.kind == Kind::Messages {
             use anthropic::BlockKind;
             self.blocks.push(BlockKind::Thinking, &s.reasoning, ev);
-            self.blocks.push(BlockKind::Text, &s.content, ev);
+            if !self.tools_on {
+                self.blocks.push(BlockKind::Text, &s.content, ev);
+                return;
+            }
+            for e in &s.events {
+                match e {
+                    ToolEvent::Text(t) => self.blocks.push(BlockKind::Text, t, ev),
+                    ToolEvent::Start { index, name } => self.blocks.start_tool(
+                        format!("toolu_{}{index}", &self.call_prefix[5..]),
+                        name.clone(),
+                        ev,
+                    ),
+                    ToolEvent::Args { fragment, .. } => {
+                        self.blocks.push(BlockKind::ToolUse, fragment, ev)
+                    }
+                }
+            }
         }
     }
 
@@ -995,6 +1399,7 @@ impl Responder {
         match (reason, self.pipe.stop_matched()) {
             ("length", _) => ("max_tokens", Value::Null),
             (_, Some(s)) => ("stop_sequence", s.into()),
+            _ if self.pipe.tool_calls() > 0 => ("tool_use", Value::Null),
             _ => ("end_turn", Value::Null),
         }
     }
@@ -1046,6 +1451,10 @@ impl Responder {
                 BlockEvent::Start(i, k) => {
                     Self::anthropic_event("content_block_start", anthropic::block_start(i, k))
                 }
+                BlockEvent::ToolStart(i, id, name) => Self::anthropic_event(
+                    "content_block_start",
+                    anthropic::tool_start(i, &id, &name),
+                ),
                 BlockEvent::Delta(i, k, t) => {
                     Self::anthropic_event("content_block_delta", anthropic::block_delta(i, k, &t))
                 }
@@ -1113,16 +1522,36 @@ impl Responder {
                 if !s.reasoning.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "delta": {"reasoning_content": s.reasoning},
                         "logprobs": lp,
                         "finish_reason": null,
                     })));
                 }
-                if !s.content.is_empty() {
+                if self.tools_on {
+                    for e in s.events {
+                        let delta = match e {
+                            ToolEvent::Text(t) => json!({"content": t}),
+                            ToolEvent::Start { index, name } => json!({"tool_calls": [{
+                                "index": index,
+                                "id": format!("{}{index}", self.call_prefix),
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }]}),
+                            ToolEvent::Args { index, fragment } => json!({"tool_calls": [{
+                                "index": index, "function": {"arguments": fragment},
+                            }]}),
+                        };
+                        let lp = self.take_logprobs(true);
+                        out.push(self.chunk(json!({
+                            "index": self.index, "delta": delta, "logprobs": lp,
+                            "finish_reason": null,
+                        })));
+                    }
+                } else if !s.content.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "delta": {"content": s.content},
                         "logprobs": lp,
                         "finish_reason": null,
@@ -1133,7 +1562,7 @@ impl Responder {
                 if !s.content.is_empty() {
                     let lp = self.take_logprobs(true);
                     out.push(self.chunk(json!({
-                        "index": 0,
+                        "index": self.index,
                         "text": s.content,
                         "logprobs": lp,
                         "finish_reason": null,
@@ -1143,16 +1572,22 @@ impl Responder {
         }
     }
 
-    fn final_chunks(&mut self, reason: &str, out: &mut Vec<SseEvent>) {
+    fn final_chunks(&mut self, reason: &'static str, out: &mut Vec<SseEvent>) {
+        let reason = self.finish_reason(reason);
         let lp = self.take_logprobs(true);
         out.push(self.chunk(match self.kind {
             Kind::Chat | Kind::Messages => json!({
-                "index": 0, "delta": {}, "logprobs": lp, "finish_reason": reason,
+                "index": self.index, "delta": {}, "logprobs": lp, "finish_reason": reason,
             }),
             Kind::Completion => json!({
-                "index": 0, "text": "", "logprobs": lp, "finish_reason": reason,
+                "index": self.index, "text": "", "logprobs": lp, "finish_reason": reason,
             }),
         }));
+        if let Some(total) = &self.group {
+            // The group's stream sends the usage and [DONE] once every choice has ended.
+            total.fetch_add(self.tokens.len(), Ordering::Relaxed);
+            return;
+        }
         if self.settings.include_usage {
             let c = json!({
                 "id": self.id,
@@ -1179,7 +1614,7 @@ impl Responder {
         if self.kind == Kind::Chat && !self.sent_role {
             self.sent_role = true;
             out.push(self.chunk(json!({
-                "index": 0,
+                "index": self.index,
                 "delta": {"role": "assistant", "content": ""},
                 "logprobs": null,
                 "finish_reason": null,
@@ -1195,7 +1630,9 @@ impl Responder {
             }
             Step::Failed(e) => {
                 out.push(SseEvent::default().data(e.body().to_string()));
-                out.push(SseEvent::default().data("[DONE]"));
+                if self.group.is_none() {
+                    out.push(SseEvent::default().data("[DONE]"));
+                }
                 self.done = true;
             }
         }
@@ -1213,3 +1650,7 @@ fn stream_response(resp: Responder) -> Response {
     headers.insert(header::CACHE_CONTROL, "no-cache".parse().expect("static"));
     (headers, Sse::new(events)).into_response()
 }
+
+#[cfg(test)]
+#[path = "responder_tests.rs"]
+mod responder_tests;

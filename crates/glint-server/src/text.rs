@@ -9,6 +9,8 @@
 
 pub use glint_engine::tokenizer::Utf8Stream;
 
+use crate::tools::{push_event, ToolEvent, ToolParser};
+
 /// Length of the longest suffix of `text` that is a proper prefix of one of `pats` (text that
 /// may still become a match and must be held back).
 fn partial_suffix<'p>(text: &str, pats: impl IntoIterator<Item = &'p str>) -> usize {
@@ -92,17 +94,23 @@ impl StopMatcher {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Split {
     pub reasoning: String,
+    /// The answer's text (with tool calls on: the text outside the calls).
     pub content: String,
+    /// With tool calls on: the answer in order, text and calls (`content` is its text).
+    pub events: Vec<ToolEvent>,
 }
 
 impl Split {
     pub fn is_empty(&self) -> bool {
-        self.reasoning.is_empty() && self.content.is_empty()
+        self.reasoning.is_empty() && self.content.is_empty() && self.events.is_empty()
     }
 
     pub fn append(&mut self, other: Split) {
         self.reasoning.push_str(&other.reasoning);
         self.content.push_str(&other.content);
+        for e in other.events {
+            push_event(&mut self.events, e);
+        }
     }
 }
 
@@ -117,6 +125,9 @@ pub const THINK_CLOSE: &str = "</think>";
 pub struct ReasoningSplitter {
     in_reasoning: bool,
     held: String,
+    /// A tag that also ends a reasoning block, and stays in the answer (with tools:
+    /// `<tool_call>`, as GLM may call a tool without closing its reasoning first).
+    ends_at: Option<&'static str>,
 }
 
 impl ReasoningSplitter {
@@ -124,7 +135,14 @@ impl ReasoningSplitter {
         Self {
             in_reasoning: starts_in_reasoning,
             held: String::new(),
+            ends_at: None,
         }
+    }
+
+    /// Also ends a reasoning block at `tag`, which is kept as the answer's first text.
+    pub fn ending_at(mut self, tag: &'static str) -> Self {
+        self.ends_at = Some(tag);
+        self
     }
 
     /// Whether a rendered prompt leaves the model inside a reasoning block: its last tag
@@ -143,12 +161,24 @@ impl ReasoningSplitter {
         self.held.push_str(text);
         let mut out = Split::default();
         loop {
+            let end = self
+                .ends_at
+                .filter(|_| self.in_reasoning)
+                .and_then(|t| self.held.find(t));
             let open = self.held.find(THINK_OPEN).map(|i| (i, THINK_OPEN, true));
             let close = self.held.find(THINK_CLOSE).map(|i| (i, THINK_CLOSE, false));
             let tag = match (open, close) {
                 (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
                 (a, b) => a.or(b),
             };
+            if let Some(at) = end.filter(|&e| tag.is_none_or(|t| e < t.0)) {
+                // The reasoning ends here; the tag stays, as the answer's.
+                let before: String = self.held[..at].to_string();
+                self.emit(&mut out, &before);
+                self.held.drain(..at);
+                self.in_reasoning = false;
+                continue;
+            }
             match tag {
                 Some((at, tag, opens)) => {
                     let before: String = self.held[..at].to_string();
@@ -157,7 +187,11 @@ impl ReasoningSplitter {
                     self.in_reasoning = opens;
                 }
                 None => {
-                    let keep = partial_suffix(&self.held, [THINK_OPEN, THINK_CLOSE]);
+                    let end = self
+                        .ends_at
+                        .filter(|_| self.in_reasoning)
+                        .unwrap_or(THINK_OPEN);
+                    let keep = partial_suffix(&self.held, [THINK_OPEN, THINK_CLOSE, end]);
                     let cut = self.held.len() - keep;
                     let ready: String = self.held[..cut].to_string();
                     self.emit(&mut out, &ready);
@@ -185,12 +219,14 @@ impl ReasoningSplitter {
 }
 
 /// The whole per-request text pipeline: token bytes → UTF-8 → stop strings → reasoning split
-/// (chat) or plain text (completions, which put everything in `content`).
+/// (chat) or plain text (completions, which put everything in `content`) → the tool-call
+/// parser on the answer (chat with `tools`).
 #[derive(Debug)]
 pub struct TextPipeline {
     utf8: Utf8Stream,
     stop: StopMatcher,
     reasoning: Option<ReasoningSplitter>,
+    tools: Option<ToolParser>,
     stopped: bool,
 }
 
@@ -200,8 +236,20 @@ impl TextPipeline {
             utf8: Utf8Stream::default(),
             stop: StopMatcher::new(stops),
             reasoning,
+            tools: None,
             stopped: false,
         }
+    }
+
+    /// Parses tool calls out of the answer.
+    pub fn with_tools(mut self, parser: ToolParser) -> Self {
+        self.tools = Some(parser);
+        self
+    }
+
+    /// Tool calls started so far.
+    pub fn tool_calls(&self) -> usize {
+        self.tools.as_ref().map_or(0, ToolParser::calls)
     }
 
     /// Feeds one token's bytes; returns the certain output and whether a stop string matched.
@@ -241,20 +289,41 @@ impl TextPipeline {
     }
 
     fn split(&mut self, text: &str) -> Split {
-        match &mut self.reasoning {
+        let s = match &mut self.reasoning {
             Some(r) => r.push(text),
             None => Split {
-                reasoning: String::new(),
                 content: text.to_string(),
+                ..Split::default()
             },
-        }
+        };
+        self.calls(s, false)
     }
 
     fn flush_split(&mut self) -> Split {
-        match &mut self.reasoning {
+        let s = match &mut self.reasoning {
             Some(r) => r.finish(),
             None => Split::default(),
+        };
+        self.calls(s, true)
+    }
+
+    /// The answer through the tool-call parser, when there is one.
+    fn calls(&mut self, mut s: Split, end: bool) -> Split {
+        let Some(p) = &mut self.tools else {
+            return s;
+        };
+        let mut events = p.push(&s.content);
+        if end {
+            events.extend(p.finish());
         }
+        s.content.clear();
+        for e in events {
+            if let ToolEvent::Text(t) = &e {
+                s.content.push_str(t);
+            }
+            push_event(&mut s.events, e);
+        }
+        s
     }
 }
 

@@ -42,6 +42,7 @@ fn split(reasoning: &str, content: &str) -> Split {
     Split {
         reasoning: reasoning.into(),
         content: content.into(),
+        ..Split::default()
     }
 }
 
@@ -106,4 +107,60 @@ fn prompt_state_decides_where_generation_starts() {
         "<think>x</think>y<|assistant|>"
     ));
     assert!(!ReasoningSplitter::prompt_opens_reasoning("plain"));
+}
+
+#[test]
+fn tool_calls_through_the_whole_pipeline_are_independent_of_byte_boundaries() {
+    use crate::tools::{assemble, ToolCall, ToolParser, Tools};
+    let tools = || {
+        Tools::from_openai(&[serde_json::json!({"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object",
+                "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}}})])
+        .unwrap()
+    };
+    let make = |stops: Vec<String>| {
+        move || {
+            TextPipeline::new(
+                stops.clone(),
+                Some(ReasoningSplitter::new(true).ending_at(crate::tools::CALL_OPEN)),
+            )
+            .with_tools(ToolParser::new(tools()))
+        }
+    };
+    // Calls are parsed in the answer; a character split across bytes (é, 東) is held back
+    // whole.
+    let text = "think é</think>Ok 東<tool_call>f<arg_key>q</arg_key>\
+                <arg_value>a b</arg_value><arg_key>n</arg_key><arg_value>5</arg_value>\
+                </tool_call> end";
+    let (s, stopped) = check_all_cuts(make(vec![]), text);
+    assert!(!stopped);
+    assert_eq!(s.reasoning, "think é");
+    assert_eq!(s.content, "Ok 東 end");
+    let (content, calls) = assemble(&s.events);
+    assert_eq!(content, s.content);
+    assert_eq!(
+        calls,
+        vec![ToolCall {
+            name: "f".into(),
+            arguments: r#"{"q":"a b","n":5}"#.into()
+        }]
+    );
+    // A stop string inside a call ends the answer there: the call is closed with the
+    // arguments complete so far, the unfinished text is content.
+    let (s, stopped) = check_all_cuts(make(vec!["<arg_key>n".into()]), text);
+    assert!(stopped);
+    let (content, calls) = assemble(&s.events);
+    assert_eq!(content, "Ok 東");
+    assert_eq!(calls[0].arguments, r#"{"q":"a b"}"#);
+    // A call from inside the reasoning (no `</think>`) ends the reasoning: it is a call.
+    let text = "hmm <tool_call>f<arg_key>n</arg_key><arg_value>1</arg_value></tool_call>";
+    let (s, _) = check_all_cuts(make(vec![]), text);
+    assert_eq!(s.reasoning, "hmm ");
+    let (content, calls) = assemble(&s.events);
+    assert_eq!(content, "");
+    assert_eq!(calls[0].arguments, r#"{"n":1}"#);
+    // Without tools a `<tool_call>` in the reasoning is reasoning text.
+    let plain = || TextPipeline::new(vec![], Some(ReasoningSplitter::new(true)));
+    let (s, _) = check_all_cuts(plain, text);
+    assert_eq!(s.reasoning, text);
 }

@@ -118,7 +118,20 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
             400,
             Some("min_p"),
         ),
-        (&chat, with(ok_chat(), "n", json!(2)), 400, Some("n")),
+        (&chat, with(ok_chat(), "n", json!(0)), 400, Some("n")),
+        (&chat, with(ok_chat(), "n", json!(17)), 400, Some("n")),
+        (
+            &chat,
+            with(ok_chat(), "stop_token_ids", json!([1, 100000])),
+            400,
+            Some("stop_token_ids[1]"),
+        ),
+        (
+            &chat,
+            with(ok_chat(), "frequency_penalty", json!(-2.5)),
+            400,
+            Some("frequency_penalty"),
+        ),
         (&chat, with(ok_chat(), "n", json!(1000)), 400, Some("n")),
         (
             &chat,
@@ -177,7 +190,7 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
         ),
         (
             &chat,
-            with(ok_chat(), "presence_penalty", json!(1.0)),
+            with(ok_chat(), "presence_penalty", json!(2.01)),
             400,
             Some("presence_penalty"),
         ),
@@ -220,10 +233,53 @@ async fn bad_inputs_get_their_errors_and_the_server_keeps_serving() {
             with(
                 ok_chat(),
                 "tools",
-                json!([{"type": "function", "function": {"name": "f"}}]),
+                json!([{"type": "function", "function": {"name": "f", "parameters": 3}}]),
             ),
             400,
-            Some("tools"),
+            Some("tools[0].function.parameters"),
+        ),
+        (
+            &chat,
+            with(
+                ok_chat(),
+                "tools",
+                json!([{"type": "function", "function": {}}]),
+            ),
+            400,
+            Some("tools[0].function.name"),
+        ),
+        (
+            &chat,
+            with(ok_chat(), "tool_choice", json!("required")),
+            400,
+            Some("tool_choice"),
+        ),
+        (
+            &chat,
+            with(
+                with(
+                    ok_chat(),
+                    "tools",
+                    json!([{"type": "function", "function": {"name": "f"}}]),
+                ),
+                "tool_choice",
+                json!({"type": "function", "function": {"name": "g"}}),
+            ),
+            400,
+            Some("tool_choice.function.name"),
+        ),
+        (
+            &chat,
+            with(
+                ok_chat(),
+                "messages",
+                json!([{"role": "user", "content": "x"},
+                       {"role": "assistant", "tool_calls": [{"type": "function",
+                        "function": {"name": "f", "arguments": "{not json"}}]},
+                       {"role": "user", "content": "y"}]),
+            ),
+            400,
+            Some("messages[1].tool_calls[0].function.arguments"),
         ),
         (
             &chat,

@@ -290,12 +290,25 @@ async fn bad_messages_get_anthropic_errors() {
         ),
         (with("system", json!(5)), 400, "invalid_request_error"),
         (
+            with("tool_choice", json!({"type": "any"})),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            with(
+                "messages",
+                json!([{"role": "user", "content": [{"type": "tool_use", "name": "f"}]}]),
+            ),
+            400,
+            "invalid_request_error",
+        ),
+        (
             with("thinking", json!({"type": "sometimes"})),
             400,
             "invalid_request_error",
         ),
         (
-            with("tools", json!([{"name": "f", "input_schema": {}}])),
+            with("tools", json!([{"name": "f"}])),
             400,
             "invalid_request_error",
         ),

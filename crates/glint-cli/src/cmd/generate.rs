@@ -112,6 +112,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             min_p: args.min_p,
             repeat_penalty: args.repeat_penalty,
             repeat_last_n: args.repeat_last_n,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: args.seed,
         },
         stop_at_eog: !args.ignore_eos,

@@ -46,6 +46,10 @@ pub struct Args {
     /// Largest request body in bytes (larger: 413).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_BODY)]
     pub max_body_bytes: usize,
+    /// Seconds a client may take to send a request's line and headers, and then its body
+    /// (a slower body: 408 and the connection closed; slower headers: the connection closed).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
+    pub body_timeout: f64,
     #[command(flatten)]
     pub session: super::session::SessionArgs,
 }
@@ -60,6 +64,8 @@ pub enum ServeError {
     },
     #[error("--ctx must be at least 2 (a prompt token and a completion token)")]
     CtxTooSmall,
+    #[error("--body-timeout {0}: must be a positive number of seconds")]
+    BodyTimeout(f64),
     #[error("--kv-tokens {kv} is smaller than --ctx {ctx}: no request of full length could run")]
     PoolTooSmall { kv: usize, ctx: usize },
     #[error("--ctx x --max-seqs overflows; pass --kv-tokens")]
@@ -120,6 +126,10 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         },
         queue: args.queue,
         max_body_bytes: args.max_body_bytes,
+        body_timeout: std::time::Duration::try_from_secs_f64(args.body_timeout)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or(ServeError::BodyTimeout(args.body_timeout))?,
         device: match args.session.device {
             super::session::Device::Cpu => glint_server::Device::Cpu,
             super::session::Device::Cuda(n) => glint_server::Device::Cuda(n),

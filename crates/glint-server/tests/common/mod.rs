@@ -36,6 +36,7 @@ pub fn config() -> ServerConfig {
         },
         queue: 64,
         max_body_bytes: 64 << 10,
+        body_timeout: std::time::Duration::from_secs(30),
         device: Default::default(),
     }
 }
