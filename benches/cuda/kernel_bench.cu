@@ -30,12 +30,23 @@
 
 static cudaEvent_t ev0, ev1;
 
-// Mean microseconds of `reps` launches f(0), f(1), ... after 3 warm-up launches. Callers rotate
+// Mean microseconds of `reps` launches f(0), f(1), ... after a warm-up. Callers rotate
 // over enough weight copies (or experts) that each launch reads from DRAM, not from the 50 MB L2,
 // as a decode step does.
 template <class F>
 static float time_us(F f, int reps = 20) {
-    for (int i = 0; i < 3; ++i) f(i);
+    // Warm up for at least 20 ms of GPU time: an idle GPU runs its SMs at a low clock and
+    // takes a while to raise it, which a few short launches would not cover.
+    float warm_ms = 0;
+    for (int round = 0; round < 1000 && warm_ms < 20.0f; ++round) {
+        CK(cudaEventRecord(ev0));
+        for (int i = 0; i < 3; ++i) f(i);
+        CK(cudaEventRecord(ev1));
+        CK(cudaEventSynchronize(ev1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, ev0, ev1));
+        warm_ms += ms;
+    }
     CK(cudaEventRecord(ev0));
     for (int i = 0; i < reps; ++i) f(i);
     CK(cudaEventRecord(ev1));

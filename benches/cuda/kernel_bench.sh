@@ -8,6 +8,18 @@ set -euo pipefail
 cd "$(dirname "$0")"
 [ -e src/quant.cu ] || { echo "run the kernel_source example first (see above)" >&2; exit 2; }
 arch=${CUDA_ARCH:-sm_90a}
+# The SM and memory clocks while the kernels run (a latency-bound kernel's time scales with
+# the SM clock): sampled every 100 ms over the whole script (its nvcc compiles too, when the
+# GPU idles), summarised at the end.
+clocks=/tmp/kernel_bench_clocks.csv
+nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader,nounits -lms 100 > "$clocks" 2>/dev/null &
+smi=$!
+clock_summary() {
+  kill "$smi" 2>/dev/null
+  awk -F', ' 'NF == 2 { n++; s += $1; if ($1 > mx) mx = $1; if (mn == "" || $1 < mn) mn = $1; m = $2 }
+    END { if (n) printf "SM clock during the run: %d..%d MHz (mean %d), memory %d MHz, %d samples\n", mn, mx, s / n, m, n }' "$clocks"
+}
+trap clock_summary EXIT
 build() {  # family, source file, binary
   nvcc -O3 -std=c++17 -arch="$arch" -diag-suppress 177 -D"BENCH_$(echo "$1" | tr a-z A-Z)" \
     -DKERNEL_SOURCE="\"$2\"" -o "$3" kernel_bench.cu
