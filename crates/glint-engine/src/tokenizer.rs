@@ -448,7 +448,8 @@ impl Tokenizer {
     /// The bytes a token prints as, with llama.cpp's `token_to_piece` rules: UNUSED tokens (the
     /// `[PADnnnn]` rows padding a vocabulary to the embedding size) print nothing; CONTROL and
     /// UNKNOWN tokens print their text only when `special` is asked for; everything else
-    /// prints its bytes.
+    /// prints its bytes (USER_DEFINED its text as written, BYTE `<0xHH>` the byte HH). Checked
+    /// against llama.cpp's output for every type in tests/detok_llamacpp.rs.
     pub fn piece(&self, id: u32, special: bool) -> Result<&[u8]> {
         let bytes = self.token_bytes(id)?;
         Ok(match self.token_type(id).unwrap_or(token_type::NORMAL) {
