@@ -197,11 +197,24 @@ fn byte_to_char_table() -> [char; 256] {
     table
 }
 
-/// Raw bytes of a vocabulary entry: byte-level entries are unmapped through the GPT-2 table;
-/// control and user-defined tokens are stored as plain text (the converter writes them that way).
+/// Raw bytes of a vocabulary entry, as llama.cpp's `token_to_piece` reads a BPE vocabulary
+/// (fixtures/glm5/llamacpp/detok.json, tests/detok_llamacpp.rs): NORMAL entries are unmapped
+/// through the GPT-2 byte table; CONTROL, UNKNOWN, USER_DEFINED (and UNUSED) entries are plain
+/// text, printed as written; a BYTE entry `<0xHH>` is the one byte HH.
 fn token_to_bytes(text: &str, ty: i32, char_to_byte: &HashMap<char, u8>) -> Vec<u8> {
-    if ty == token_type::CONTROL || ty == token_type::USER_DEFINED || ty == token_type::UNUSED {
-        return text.as_bytes().to_vec();
+    match ty {
+        token_type::CONTROL
+        | token_type::UNKNOWN
+        | token_type::USER_DEFINED
+        | token_type::UNUSED => return text.as_bytes().to_vec(),
+        token_type::BYTE => {
+            let hex = text.strip_prefix("<0x").and_then(|h| h.strip_suffix('>'));
+            let hex = hex.filter(|h| h.len() == 2 && h.bytes().all(|c| c.is_ascii_hexdigit()));
+            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                return vec![b];
+            }
+        }
+        _ => {}
     }
     let mut out = Vec::with_capacity(text.len());
     for c in text.chars() {
@@ -435,7 +448,8 @@ impl Tokenizer {
     /// The bytes a token prints as, with llama.cpp's `token_to_piece` rules: UNUSED tokens (the
     /// `[PADnnnn]` rows padding a vocabulary to the embedding size) print nothing; CONTROL and
     /// UNKNOWN tokens print their text only when `special` is asked for; everything else
-    /// prints its bytes.
+    /// prints its bytes (USER_DEFINED its text as written, BYTE `<0xHH>` the byte HH). Checked
+    /// against llama.cpp's output for every type in tests/detok_llamacpp.rs.
     pub fn piece(&self, id: u32, special: bool) -> Result<&[u8]> {
         let bytes = self.token_bytes(id)?;
         Ok(match self.token_type(id).unwrap_or(token_type::NORMAL) {
