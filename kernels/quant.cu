@@ -4,9 +4,9 @@
 // Each weight type is a struct `W_<type>` with
 //   QK    elements per weight block,      TS   bytes per weight block,
 //   NSUB  work units per block (a unit is what one lane computes at a time),
-//   SPLIT 1 where vd also exists in two halves, `A act(a, ib, sub)` (the activation's part of
-//         unit `sub`) and `dot(w, A, sub)` (the weight's): the matvec kernels then load each
-//         activation unit once for all the rows a warp computes,
+//   SPLIT 1 where the unit's product comes in two halves instead of vd: `A act(a, ib, sub)`
+//         (the activation's part of unit `sub`) and `dot(w, A, sub)` (the weight's), so the
+//         matvec kernels load each activation unit once for all the rows a warp computes,
 //   vd(w, a, ib, sub)  the partial dot product of unit `sub` of weight block `ib` (at `w`) with
 //                      the activation row `a` in the type's partner format: the integer sums of
 //                      glint-quant's scalar kernel (crates/glint-quant/src/dot/scalar_*.rs),
@@ -202,15 +202,8 @@ struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
 
 struct W_q8_0 {  // d f16, qs[32] i8
     enum { QK = 32, TS = 34, NSUB = 1, SPLIT = 1 };
-    // The whole block: 32-bit loads (blocks are only 2-byte aligned) and dp4a.
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s = __dp4a((int)ld32(x + 2 + 4 * j), (int)ld32(y + 2 + 4 * j), s);
-        return (float)s * (ldh(x) * ldh(y));
-    }
-    // The same sum in two halves: the activation block once (A), then each weight row (dot).
+    // The whole block is the unit, read with 32-bit loads (blocks are only 2-byte aligned) and
+    // summed with dp4a: the activation block once (A), then each weight row (dot).
     struct A {
         int q[8];
         float d;
@@ -431,29 +424,9 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
     enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1 };
     // Unit u is qs bytes 16u..16u+15 (one 16-byte load: blocks and rows are 16-byte multiples):
     // their low nibbles are elements 16h.. of sub-block 2p, the high nibbles the same elements
-    // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously.
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int p = u >> 1, h = u & 1;
-        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
-        const u32 qq[4] = {q.x, q.y, q.z, q.w};
-        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
-        const int* yhi = ylo + 8;
-        int slo = 0, shi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), ylo[j], slo);
-            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), yhi[j], shi);
-        }
-        int sc0, m0, sc1, m1;
-        scale_min_k4(2 * p, x + 4, sc0, m0);
-        scale_min_k4(2 * p + 1, x + 4, sc1, m1);
-        const float yd = q8k_d(y);
-        return (ldh(x) * yd) * (float)(sc0 * slo + sc1 * shi) -
-               (ldh(x + 2) * yd) * (float)(m0 * q8k_bsum(y, 4 * p + h) + m1 * q8k_bsum(y, 4 * p + 2 + h));
-    }
-    // The same sum in two halves: the activation unit once (A), then each weight row (dot),
-    // whose 16-byte header (d, dmin, scales) is one load.
+    // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously. The
+    // activation's part once (A), then each weight row (dot), whose 16-byte header (d, dmin,
+    // scales) is one load.
     struct A {
         int lo[4], hi[4];
         float d;
@@ -504,52 +477,10 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
 
 struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
     enum { QK = 256, TS = 176, NSUB = 8, SPLIT = 1 };
-    // Units as Q4_K's (16 qs bytes each); the fifth bits of those elements are bits 2p and
-    // 2p+1 of qh bytes 16h..16h+15.
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int p = u >> 1, h = u & 1;
-        const uint4 q = *(const uint4*)(x + 48 + 16 * u);
-        const uint4 hb = *(const uint4*)(x + 16 + 16 * h);
-        const u32 qq[4] = {q.x, q.y, q.z, q.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
-        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
-        const int* yhi = ylo + 8;
-        int slo = 0, shi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const u32 lo = (qq[j] & 0x0f0f0f0fu) | (((hh[j] >> (2 * p)) & 0x01010101u) << 4);
-            const u32 hi = ((qq[j] >> 4) & 0x0f0f0f0fu) | (((hh[j] >> (2 * p + 1)) & 0x01010101u) << 4);
-            slo = __dp4a((int)lo, ylo[j], slo);
-            shi = __dp4a((int)hi, yhi[j], shi);
-        }
-        int sc0, m0, sc1, m1;
-        scale_min_k4(2 * p, x + 4, sc0, m0);
-        scale_min_k4(2 * p + 1, x + 4, sc1, m1);
-        const float yd = q8k_d(y);
-        return (ldh(x) * yd) * (float)(sc0 * slo + sc1 * shi) -
-               (ldh(x + 2) * yd) * (float)(m0 * q8k_bsum(y, 4 * p + h) + m1 * q8k_bsum(y, 4 * p + 2 + h));
-    }
-    // Two halves as Q4_K's.
-    struct A {
-        int lo[4], hi[4];
-        float d;
-        int bs_lo, bs_hi;
-    };
-    static __device__ __forceinline__ A act(const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int p = u >> 1, h = u & 1;
-        const int* ylo = (const int*)(q8k_qs(y) + 64 * p + 16 * h);
-        A r;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            r.lo[j] = ylo[j];
-            r.hi[j] = ylo[j + 8];
-        }
-        r.d = q8k_d(y);
-        r.bs_lo = q8k_bsum(y, 4 * p + h);
-        r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
-        return r;
-    }
+    // Units and the activation's part as Q4_K's (16 qs bytes each); the fifth bits of those
+    // elements are bits 2p and 2p+1 of qh bytes 16h..16h+15.
+    using A = W_q4_k::A;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) { return W_q4_k::act(a, ib, u); }
     static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
         const int p = u >> 1, h = u & 1;
         const uint4 hd = *(const uint4*)x;
@@ -592,31 +523,7 @@ struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
     // Unit u covers l = 8c..8c+7 (c = u%4) of half h = u/4, in all four 32-element groups k:
     // 8 bytes of each ql run and of qh, read by 2-byte loads (blocks are 210 bytes), so the
     // lanes of a warp read consecutive bytes. Element 128h + 32k + l has scale 8h + 2k + c/2.
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int h = u >> 2, c = u & 3;
-        const u8* qla = x + 64 * h + 8 * c;
-        const u8* qh = x + 128 + 32 * h + 8 * c;
-        const i8* sc = (const i8*)(x + 192) + 8 * h + (c >> 1);
-        const i8* q8 = q8k_qs(y) + 128 * h + 8 * c;
-        int sum[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const u32 la = ld32(qla + 4 * j), lb = ld32(qla + 32 + 4 * j), hv = ld32(qh + 4 * j);
-            const u32 v[4] = {
-                (la & 0x0f0f0f0fu) | ((hv & 0x03030303u) << 4),
-                (lb & 0x0f0f0f0fu) | (((hv >> 2) & 0x03030303u) << 4),
-                ((la >> 4) & 0x0f0f0f0fu) | (((hv >> 4) & 0x03030303u) << 4),
-                ((lb >> 4) & 0x0f0f0f0fu) | (((hv >> 6) & 0x03030303u) << 4),
-            };
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                sum[k] = __dp4a((int)__vsub4(v[k], 0x20202020u), *(const int*)(q8 + 32 * k + 4 * j), sum[k]);
-        }
-        const int s = sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3];
-        return (ldh(x + 208) * q8k_d(y)) * (float)s;
-    }
-    // The same sum in two halves: the activation unit once (A), then each weight row (dot).
+    // The activation's part once (A), then each weight row (dot).
     struct A {
         int q[4][2];
         float d;
