@@ -1,5 +1,5 @@
 //! Every kernels/*.cu compiles with NVRTC for Hopper (compute_90a) and for the generic sm_80
-//! path. Needs only libnvrtc and the CUDA headers, no GPU: CI runs it with NVRTC from PyPI
+//! path, and quant.cu (with the generated tables) defines the kernels the Rust table names. Needs only libnvrtc and the CUDA headers, no GPU: CI runs it with NVRTC from PyPI
 //! (`LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib GLINT_CUDA_INCLUDE=<...>/include`).
 #![cfg(feature = "cuda")]
 
@@ -9,20 +9,50 @@ use glint_cuda::compile::{compile, Family};
 fn every_kernel_family_compiles_for_sm80_and_sm90a() {
     // No disk cache: this test is about the compiler accepting the sources.
     std::env::set_var("GLINT_KERNEL_CACHE", tempfile::tempdir().unwrap().path());
-    for arch in ["compute_90a", "compute_80"] {
-        for fam in Family::ALL {
-            match compile(fam, arch, "test") {
-                Ok((ptx, cached)) => {
-                    assert!(!cached);
-                    let text = ptx.to_src();
-                    assert!(
-                        text.contains(".entry"),
-                        "{arch} {}: no kernel entry in the PTX",
-                        fam.file()
-                    );
+    // One thread per architecture: NVRTC compiles independent programs concurrently, and the
+    // quant family alone takes over a minute per architecture.
+    std::thread::scope(|sc| {
+        for arch in ["compute_90a", "compute_80"] {
+            sc.spawn(move || {
+                for fam in Family::ALL {
+                    match compile(fam, arch, "test") {
+                        Ok((ptx, cached)) => {
+                            assert!(!cached);
+                            let text = ptx.to_src();
+                            assert!(
+                                text.contains(".entry"),
+                                "{arch} {}: no kernel entry in the PTX",
+                                fam.file()
+                            );
+                            if fam == Family::Quant {
+                                quant_entries(arch, &text);
+                            }
+                        }
+                        Err(e) => panic!("{arch}: {e}"),
+                    }
                 }
-                Err(e) => panic!("{arch}: {e}"),
-            }
+            });
         }
+    });
+}
+
+/// quant.cu's kernels of each kind the Rust table (src/quant.rs) names, by a sample of types.
+fn quant_entries(arch: &str, text: &str) {
+    for name in [
+        "quantize_act_q8_0",
+        "quantize_act_q8_1",
+        "quantize_act_q8_k",
+        "quantize_act_f16",
+        "quantize_act_bf16",
+        "matvec_q4_k",
+        "matvec1_q4_k",
+        "matvec1_f32",
+        "mmid_iq2_xxs",
+        "get_rows_q6_k",
+    ] {
+        assert!(
+            text.contains(&format!(".entry {name}(")),
+            "{arch}: {name} not in the PTX"
+        );
     }
 }
