@@ -154,3 +154,18 @@ extern "C" __global__ void moe_combine(const float* y, const float* w, int n_tok
     for (int k = 0; k < n_used; k++) acc += wt[k] * yt[(long long)k * dim];
     out[id] = acc;
 }
+
+// Expert parallelism's remap, on the device so a recorded step keeps it: an id in
+// [first, first + count) becomes id − first, any other becomes 0 with weight 0.
+extern "C" __global__ void moe_local_experts(unsigned int* ids, float* w, int len, unsigned int first,
+                                             unsigned int count) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= len) return;
+    unsigned int id = ids[i];
+    if (id >= first && id - first < count) {
+        ids[i] = id - first;
+    } else {
+        ids[i] = 0;
+        w[i] = 0.0f;
+    }
+}

@@ -15,7 +15,7 @@
 //                      evaluated in the same order without contraction (`__fmul_rn`), so a
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
-// `matvec_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
+// `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type.
 //
 // Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
@@ -27,6 +27,9 @@
 //           matvec_*), token groups stride over grid.y.
 //   mmid:   grid (ceil(rows / (MV_RPW·groups per block)), min(n·n_used, 65535)); (token, slot)
 //           pairs stride over grid.y; an expert id ≥ n_slices writes zeros.
+//           With many pairs, mmid_group (one block) groups them by expert first and matvec_*
+//           runs over its tiles of up to MV_TOK pairs of one expert (grid.y strides over the
+//           tiles), so an expert's rows are read once per tile instead of once per pair.
 //   get_rows: 256 threads, grid min(n, 65535); one block per gathered row.
 // The hot types' units (Q4_K, Q5_K, Q6_K, Q8_0) are runs of consecutive bytes, so the lanes of
 // a warp read a row contiguously, with wide loads and dp4a on the integer sums; Q4_K and Q5_K
@@ -856,17 +859,31 @@ struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
 
 // ---- the three kernel templates --------------------------------------------------------------
 
+// Where activation row t of a row_dot call starts: consecutive rows `stride` bytes apart
+// (matvec), or rows picked by a list in shared memory (mmid_grouped). Only the address differs,
+// so every output's arithmetic is the same whichever selector feeds it.
+struct ContigRows {
+    const u8* a;
+    long long stride;
+    __device__ __forceinline__ const u8* operator()(int t) const { return a + t * stride; }
+};
+struct PickedRows {
+    const u8* a;
+    long long stride;
+    const int* row;  // shared memory, MV_TOK entries
+    __device__ __forceinline__ const u8* operator()(int t) const { return a + (long long)row[t] * stride; }
+};
+
 // acc[r][t] = W row r · activation row t for the nr ≤ MV_RPW rows at `wrow` (`row_bytes` apart)
 // and t < nt (≤ MAXT), over the `ks` warps of a row group (warp `part` of them takes every ks-th
 // run of 32 units), then summed over the warp; lane 0 of each warp holds the warp's sums.
-// `act` is activation row 0; rows are `act_stride` bytes apart. The rows of a warp share each
+// `arow(t)` is activation row t. The rows of a warp share each
 // activation load (the compiler keeps one copy for the MV_RPW weight units) and keep MV_RPW
 // weight loads in flight per lane. The order of every row's sum depends on ks only, never on
 // the number of tokens: a row's result is the same in any batch.
-template <class W, int MAXT>
-__device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols,
-                                        const u8* __restrict__ act, long long act_stride, int nt, int nr, int ks,
-                                        int part, float (&acc)[MV_RPW][MAXT]) {
+template <class W, int MAXT, class R>
+__device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
+                                        int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
 #pragma unroll
     for (int r = 0; r < MV_RPW; ++r)
 #pragma unroll
@@ -879,7 +896,7 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
         for (int t = 0; t < MAXT; ++t) {
             if (t < nt) {
                 if constexpr (W::SPLIT) {
-                    const typename W::A a = W::act(act + t * act_stride, ib, sub);
+                    const typename W::A a = W::act(arow(t), ib, sub);
 #pragma unroll
                     for (int r = 0; r < MV_RPW; ++r)
                         if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
@@ -887,7 +904,7 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
 #pragma unroll
                     for (int r = 0; r < MV_RPW; ++r)
                         if (r < nr)
-                            acc[r][t] += W::vd(wrow + r * row_bytes + (long long)ib * W::TS, act + t * act_stride, ib, sub);
+                            acc[r][t] += W::vd(wrow + r * row_bytes + (long long)ib * W::TS, arow(t), ib, sub);
                 }
             }
         }
@@ -926,8 +943,8 @@ __device__ __forceinline__ void group_sum(int ks, float (&acc)[MV_RPW][MAXT]) {
 
 // y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
 // each group computes MV_RPW consecutive rows. Several warps split a row group when there are
-// too few rows to fill the GPU. MAXT is 1 for a single token (fewer registers) and
-// MV_TOK otherwise; both give the same sums.
+// too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers); matvec_*
+// is matvec_tiles, MV_TOK tokens a pass; both give the same sums.
 template <class W, int MAXT>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
                                        int cols, int rows, int n, long long act_stride, int ks) {
@@ -941,8 +958,8 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __res
     for (int g = blockIdx.y; g < groups; g += gridDim.y) {
         const int t0 = g * MAXT, nt = min(MAXT, n - t0);
         float acc[MV_RPW][MAXT];
-        row_dot<W, MAXT>(wrow, row_bytes, cols, act + (long long)t0 * act_stride, act_stride, r0 < rows ? nt : 0,
-                         min(MV_RPW, rows - rl), ks, part, acc);
+        row_dot<W, MAXT>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
+                         r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc);
         group_sum<MAXT>(ks, acc);
         if (part == 0 && (threadIdx.x & 31) == 0) {
 #pragma unroll
@@ -979,13 +996,145 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
         const u8* wrow = w + ((long long)e * rows + rl) * row_bytes;
         const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
         float acc[MV_RPW][1];
-        row_dot<W, 1>(wrow, row_bytes, cols, a, act_stride, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks, part, acc);
+        row_dot<W, 1>(wrow, row_bytes, cols, ContigRows{a, act_stride}, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks,
+                      part, acc);
         group_sum<1>(ks, acc);
         if (part == 0 && threadIdx.x == 0) {
 #pragma unroll
             for (int r = 0; r < MV_RPW; ++r) {
                 const int row = rl + r;
                 if (row >= r0 && row < rows) out[row] = acc[r][0];
+            }
+        }
+    }
+}
+
+// Groups the pairs of an expert-indexed product by expert, for matvec_* over tiles: `order` lists the pairs
+// naming a valid expert, expert by expert (in any order within one: no output depends on the
+// pairs beside it); `tiles` = [n_tiles, then (expert, first index into order, count ≤ MV_TOK)
+// per tile]; a pair naming an expert ≥ n_slices gets a zero row in y, as in mmid. One block of
+// MMID_GROUP_THREADS threads; the per-expert counts (then cursors) in dynamic shared memory.
+#define MMID_GROUP_THREADS 1024
+extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
+    mmid_group(const u32* __restrict__ ids, int n_pairs, int n_slices, u32* __restrict__ order,
+               u32* __restrict__ tiles, float* __restrict__ y, int rows) {
+    extern __shared__ int group_count[];
+    __shared__ int warp_pairs[32], warp_tiles[32];
+    const int tid = threadIdx.x, nth = blockDim.x, lane = tid & 31;
+    for (int e = tid; e < n_slices; e += nth) group_count[e] = 0;
+    __syncthreads();
+    for (int p = tid; p < n_pairs; p += nth) {
+        const u32 e = ids[p];
+        if (e < (u32)n_slices) atomicAdd(&group_count[e], 1);
+    }
+    __syncthreads();
+    // Each thread takes a run of experts; a block-wide exclusive scan of the runs' pair and
+    // tile totals gives each run's first place in `order` and in `tiles`.
+    const int per = (n_slices + nth - 1) / nth;
+    const int lo = min(tid * per, n_slices), hi = min(lo + per, n_slices);
+    int sp = 0, st = 0;
+    for (int e = lo; e < hi; ++e) {
+        sp += group_count[e];
+        st += (group_count[e] + MV_TOK - 1) / MV_TOK;
+    }
+    int ip = sp, it = st;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, ip, o), b = __shfl_up_sync(0xffffffffu, it, o);
+        if (lane >= o) {
+            ip += a;
+            it += b;
+        }
+    }
+    if (lane == 31) {
+        warp_pairs[tid >> 5] = ip;
+        warp_tiles[tid >> 5] = it;
+    }
+    __syncthreads();
+    if (tid < 32) {
+        const int a = tid < nth / 32 ? warp_pairs[tid] : 0, b = tid < nth / 32 ? warp_tiles[tid] : 0;
+        int ia = a, ib = b;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int c = __shfl_up_sync(0xffffffffu, ia, o), d = __shfl_up_sync(0xffffffffu, ib, o);
+            if (lane >= o) {
+                ia += c;
+                ib += d;
+            }
+        }
+        warp_pairs[tid] = ia - a;
+        warp_tiles[tid] = ib - b;
+        if (tid == 31) tiles[0] = (u32)ib;
+    }
+    __syncthreads();
+    int op = warp_pairs[tid >> 5] + ip - sp, ot = warp_tiles[tid >> 5] + it - st;
+    for (int e = lo; e < hi; ++e) {
+        const int c = group_count[e];
+        for (int s = 0; s < c; s += MV_TOK, ++ot) {
+            tiles[1 + 3 * ot] = (u32)e;
+            tiles[2 + 3 * ot] = (u32)(op + s);
+            tiles[3 + 3 * ot] = (u32)min(MV_TOK, c - s);
+        }
+        group_count[e] = op;  // from here on: the next free place of expert e in `order`
+        op += c;
+    }
+    __syncthreads();
+    for (int p = tid; p < n_pairs; p += nth) {
+        const u32 e = ids[p];
+        if (e < (u32)n_slices) {
+            order[atomicAdd(&group_count[e], 1)] = (u32)p;
+        } else {
+            for (int r = 0; r < rows; ++r) y[(long long)p * rows + r] = 0.0f;
+        }
+    }
+}
+
+// Up to MV_TOK activation rows against the weight rows of a row group, tile after tile, for the
+// two products that batch: matvec for n > 1 tokens (`tiles` null: tile g is tokens
+// g·MV_TOK.., all of slice 0, y row = token) and mmid for many pairs (`tiles` from mmid_group:
+// [n_tiles, then (expert, first index into order, count) per tile], y row = pair, activation
+// row = the pair or its token). Block row g takes tiles g, g + gridDim.y, ... Each output is
+// row_dot's sum for one activation row, as in matvec<W, 1> and mmid (MAXT only sets how many
+// rows share a weight load), so neither the batch nor the grouping changes a result.
+template <class W>
+__device__ __forceinline__ void matvec_tiles(const u8* __restrict__ w, const u8* __restrict__ act,
+                                             float* __restrict__ y, int cols, int rows, int n, long long act_stride,
+                                             int ks, const u32* __restrict__ order, const u32* __restrict__ tiles,
+                                             int n_used, int x_per_slot) {
+    const int r0 = (blockIdx.x * (blockDim.y / ks) + threadIdx.y / ks) * MV_RPW, part = threadIdx.y % ks;
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    // The last group moves back to end at the last row (it recomputes rows of the group before
+    // it and writes only its own); no early return, as the block synchronises.
+    const int rl = max(min(r0, rows - MV_RPW), 0);
+    __shared__ int out_row[MV_TOK], x_row[MV_TOK];
+    const int n_tiles = tiles ? (int)tiles[0] : (n + MV_TOK - 1) / MV_TOK;
+    for (int g = blockIdx.y; g < n_tiles; g += gridDim.y) {
+        u32 e = 0;
+        int first = g * MV_TOK, nt = min(MV_TOK, n - first);
+        if (tiles) {
+            e = tiles[1 + 3 * g];
+            first = (int)tiles[2 + 3 * g];
+            nt = (int)tiles[3 + 3 * g];
+        }
+        __syncthreads();  // the previous tile's readers are done with out_row / x_row
+        if (threadIdx.y == 0 && threadIdx.x < nt) {
+            const int p = tiles ? (int)order[first + threadIdx.x] : first + threadIdx.x;
+            out_row[threadIdx.x] = p;
+            x_row[threadIdx.x] = tiles && !x_per_slot ? p / n_used : p;
+        }
+        __syncthreads();
+        const u8* wrow = w + ((long long)e * rows + rl) * row_bytes;
+        float acc[MV_RPW][MV_TOK];
+        row_dot<W, MV_TOK>(wrow, row_bytes, cols, PickedRows{act, act_stride, x_row}, r0 < rows ? nt : 0,
+                           min(MV_RPW, rows - rl), ks, part, acc);
+        group_sum<MV_TOK>(ks, acc);
+        if (part == 0 && (threadIdx.x & 31) == 0) {
+#pragma unroll
+            for (int r = 0; r < MV_RPW; ++r) {
+                const int row = rl + r;
+                if (row >= r0 && row < rows) {
+#pragma unroll
+                    for (int t = 0; t < MV_TOK; ++t)
+                        if (t < nt) y[(long long)out_row[t] * rows + row] = acc[r][t];
+                }
             }
         }
     }
@@ -1011,11 +1160,14 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
+// matvec_* says one block per multiprocessor at least: without it ptxas held some types' MV_TOK
+// accumulators to 64 registers and spilled (IQ4_XS, IQ2_XXS: 300+ bytes), with it none spill.
 #define QUANT_KERNELS(name, W)                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX, 1)                                    \
         matvec_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,   \
-                      int cols, int rows, int n, long long act_stride, int ks) {                     \
-        matvec<W, MV_TOK>(w, act, y, cols, rows, n, act_stride, ks);                                 \
+                      int cols, int rows, int n, long long act_stride, int ks, const u32* __restrict__ order, \
+                      const u32* __restrict__ tiles, int n_used, int x_per_slot) {                   \
+        matvec_tiles<W>(w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot); \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         matvec1_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,  \

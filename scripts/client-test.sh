@@ -3,6 +3,8 @@
 # PACKAGE==VERSION into a virtual environment (default target/PACKAGE-venv), builds glint unless
 # GLINT_BIN names a binary, starts the server on a free loopback port with an API key, runs
 # TEST_SCRIPT with the server's base URL (plus PATH) and the key, and stops the server.
+# GLINT_SERVE_ARGS adds arguments to `glint serve` (e.g. `--device cuda`); on a machine with no
+# network, pip's own PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR install the pin from downloaded wheels.
 #
 #   scripts/client-test.sh PACKAGE VERSION TEST_SCRIPT [PATH]
 # (scripts/openai-client-test.sh and scripts/anthropic-client-test.sh name the pins.)
@@ -20,7 +22,8 @@ if [ -z "${GLINT_BIN:-}" ]; then
 fi
 LOG=$(mktemp)
 KEY=test-key-$$
-"$GLINT_BIN" serve -m fixtures/glm5/glm5-tiny-f32.gguf --host 127.0.0.1 --port 0 --api-key "$KEY" 2>"$LOG" &
+# shellcheck disable=SC2086 # GLINT_SERVE_ARGS is a list of words
+"$GLINT_BIN" serve -m fixtures/glm5/glm5-tiny-f32.gguf --host 127.0.0.1 --port 0 --api-key "$KEY" ${GLINT_SERVE_ARGS:-} 2>"$LOG" &
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -f "$LOG"' EXIT
 ADDR=

@@ -2,8 +2,9 @@
 # Per-kernel GPU time of one decode step, from Nsight Compute (`ncu`, one duration metric per
 # launch, graphs off so every launch is its own kernel): on a synthetic file with GLM-5's real
 # shapes (1 dense + 1 MoE layer, 256 experts, Q4_K_M-like), a 1-token prompt and 3 generated
-# tokens; the last decode step's launches are summed by kernel name. Runs on a GPU machine from
-# a checkout holding device-bin/ (scripts/cuda-build.sh). Writes $OUT/profile.txt.
+# tokens; the last decode step's launches are summed by kernel name. PROFILE_SEQS=N profiles a
+# batched decode step of N sequences instead (`glint bench -b N`, its last step). Runs on a GPU
+# machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes $OUT/profile.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-profile}
@@ -12,9 +13,14 @@ G=device-bin/glint
 f=/tmp/p_1_1.gguf
 [ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
 export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
-RUST_LOG=warn $G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda >/dev/null 2>&1
+if [ -n "${PROFILE_SEQS:-}" ]; then
+  cmd=($G bench -m "$f" --device cuda -p 16 -n 2 -d 0 -b "$PROFILE_SEQS" -r 1)
+else
+  cmd=($G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda)
+fi
+RUST_LOG=warn "${cmd[@]}" >/dev/null 2>&1
 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
-  $G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda > "$out/ncu.csv" 2> "$out/ncu.err"
+  "${cmd[@]}" > "$out/ncu.csv" 2> "$out/ncu.err"
 python3 - "$out/ncu.csv" > "$out/profile.txt" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]

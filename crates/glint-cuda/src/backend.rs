@@ -509,6 +509,17 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::moe::combine(self, y, weights, n_tokens, n_used, dim, out)
     }
+    fn moe_local_experts(
+        &self,
+        ids: &mut CudaIds,
+        weights: &mut CudaBuf,
+        n_tokens: usize,
+        n_used: usize,
+        first: u32,
+        count: u32,
+    ) -> Result<()> {
+        crate::moe::local_experts(self, ids, weights, n_tokens, n_used, first, count)
+    }
     fn indexer_scores(
         &self,
         q: &CudaBuf,

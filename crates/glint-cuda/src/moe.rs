@@ -5,6 +5,8 @@
 //!   `n_expert` up to a few thousand works (GLM-5: 256). Selection is `n_used` rounds of a
 //!   warp arg-max over `(total_cmp key, lowest index)`, the order of the CPU's `top_k_into`.
 //! * `moe_combine`: one thread per output value, the `n_used` terms summed in order.
+//! * `moe_local_experts`: expert parallelism's id remap, one thread per choice, so a step
+//!   with `--ep` can be recorded (the trait's default goes through the host).
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use glint_core::error::need;
@@ -118,5 +120,39 @@ pub(crate) fn combine(
         .arg(&mut out.data);
     // SAFETY: as above.
     unsafe { b.launch(grid_1d(n_tokens * dim)) }.map_err(dev(op))?;
+    Ok(())
+}
+
+pub(crate) fn local_experts(
+    be: &CudaBackend,
+    ids: &mut CudaIds,
+    weights: &mut CudaBuf,
+    n_tokens: usize,
+    n_used: usize,
+    first: u32,
+    count: u32,
+) -> Result<()> {
+    let op = "moe_local_experts";
+    let len = n_tokens
+        .checked_mul(n_used)
+        .ok_or_else(|| CoreError::Param {
+            op,
+            msg: format!("{n_tokens} × {n_used} overflows"),
+        })?;
+    need(op, "ids", len, ids.len)?;
+    need(op, "weights", len, weights.len)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let f = be.func(Family::Moe, op)?;
+    let len_i = int(op, len)?;
+    let mut b = be.stream.launch_builder(&f);
+    b.arg(&mut ids.data)
+        .arg(&mut weights.data)
+        .arg(&len_i)
+        .arg(&first)
+        .arg(&count);
+    // SAFETY: the kernel touches the first `len` entries of both, checked above.
+    unsafe { b.launch(grid_1d(len)) }.map_err(dev(op))?;
     Ok(())
 }

@@ -3,8 +3,11 @@
 //! A weight stays in its GGUF bytes on the device. A product first quantizes the activation to
 //! the weight type's partner format (`quantize_act_*`, byte-identical to glint-quant's
 //! `quantize_activation`, so the integer sums equal the CPU's), into one scratch buffer this
-//! state owns, then runs the type's `matvec_*` / `mmid_*` kernel. Every op checks sizes on the
-//! host and only enqueues work: nothing here waits for the device.
+//! state owns, then runs the type's `matvec_*` / `mmid_*` kernel. An expert-indexed product of
+//! many pairs first groups them by expert on the device (`mmid_group`) and runs `matvec_*` over
+//! those groups, reading an expert's rows once per eight of its pairs rather than once per
+//! pair; the sums are the same either way. Every op checks sizes on the host and only enqueues work: nothing here waits
+//! for the device.
 
 use std::sync::Mutex;
 
@@ -112,10 +115,38 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
     kind(ty).is_some()
 }
 
-/// Per-backend scratch of the quantized matmuls: the quantized activation.
+/// Per-backend scratch of the quantized matmuls: the quantized activation, and the pair
+/// grouping of expert-indexed products (`order`, then `tiles`; see kernels/quant.cu).
 #[derive(Default)]
 pub struct QuantState {
     act: Mutex<Option<CudaSlice<u8>>>,
+    group: Mutex<Option<CudaSlice<u32>>>,
+}
+
+/// Threads of `mmid_group` (kernels/quant.cu MMID_GROUP_THREADS).
+const GROUP_THREADS: u32 = 1024;
+/// Most experts `mmid_group` counts in its 48 KiB of shared memory.
+const GROUP_MAX_SLICES: usize = 48 * 1024 / 4;
+
+/// Tiles of up to MV_TOK pairs of one expert that `pairs` pairs over `slices` experts make at
+/// most: every expert's last tile may be partial.
+fn max_tiles(pairs: usize, slices: usize) -> usize {
+    pairs.div_ceil(MV_TOK) + pairs.min(slices)
+}
+
+/// u32s of the grouping scratch: the pair order, the tile count, three per tile.
+fn group_words(pairs: usize, slices: usize) -> usize {
+    pairs + 1 + 3 * max_tiles(pairs, slices)
+}
+
+/// Whether a product of `pairs` (token, slot) pairs over `slices` experts groups them first:
+/// once experts repeat often enough that reading each once per tile beats the grouping
+/// launch. One token's pairs name distinct experts (nothing to share), so never then.
+/// `GLINT_CUDA_MMID_GROUP=0` turns grouping off, to measure what it gains in one run.
+fn grouped(n_tokens: usize, pairs: usize, slices: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMID_GROUP").map_or(true, |v| v != "0"));
+    on && n_tokens > 1 && 2 * pairs >= slices && slices <= GROUP_MAX_SLICES
 }
 
 /// Bytes of the largest partner format for `rows × cols` activations (the same bound the CPU
@@ -146,26 +177,33 @@ impl QuantState {
             .unwrap_or(0);
         let mut g = self.act.lock().unwrap_or_else(|p| p.into_inner());
         ensure(be, &mut g, bytes)?;
+        // Expert-indexed products: the routed experts, and per-head weights (a slot per head).
+        let pairs = s.max_tokens.saturating_mul(s.n_used.max(s.max_heads));
+        if s.max_tokens > 1 {
+            // The most any slice count can need (a tile per pair at worst).
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            ensure(be, &mut g, group_words(pairs, pairs))?;
+        }
         Ok(())
     }
 }
 
-/// Grows the scratch to at least `bytes` (only when a call exceeds what `prepare` sized).
-fn ensure<'g>(
+/// Grows a scratch to at least `len` elements (only when a call exceeds what `prepare` sized).
+fn ensure<'g, T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     be: &CudaBackend,
-    slot: &'g mut Option<CudaSlice<u8>>,
-    bytes: usize,
-) -> Result<&'g CudaSlice<u8>> {
+    slot: &'g mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<&'g mut CudaSlice<T>> {
     let have = slot.as_ref().map_or(0, |s| s.len());
-    if have < bytes || slot.is_none() {
+    if have < len || slot.is_none() {
         if have > 0 {
-            tracing::debug!(have, need = bytes, "growing the CUDA activation scratch");
+            tracing::debug!(have, need = len, "growing a CUDA matmul scratch");
         }
         // Drop the old one first so peak memory is not old + new.
         *slot = None;
-        *slot = Some(be.zeros::<u8>("quantized activation scratch", bytes)?);
+        *slot = Some(be.zeros::<T>("matmul scratch", len)?);
     }
-    Ok(slot.as_ref().expect("just set"))
+    Ok(slot.as_mut().expect("just set"))
 }
 
 /// `a · b`, or a parameter error naming the op.
@@ -268,7 +306,7 @@ fn activation<'a>(
         return Ok((Act::F32(&x.data), stride_i));
     };
     let bytes = mul(op, rows, stride)?;
-    let out = ensure(be, slot, bytes)?;
+    let out: &CudaSlice<u8> = ensure(be, slot, bytes)?;
     let elems = mul(op, rows, cols)?;
     let blocks = elems / per;
     let cfg = if warp {
@@ -371,6 +409,11 @@ pub(crate) fn matmul(
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
     b.arg(&ks_i);
+    // matvec_* without tiles: no grouping (null order and tiles, never read).
+    let (null, zero) = (0u64, 0i32);
+    if n > 1 {
+        b.arg(&null).arg(&null).arg(&zero).arg(&zero);
+    }
     // SAFETY: the kernel reads rows × row_bytes of w (checked at upload), n activation rows
     // and writes n × rows floats of y (checked above).
     unsafe { b.launch(mv_grid(rows, n.div_ceil(per_set), ks)) }.map_err(dev(OP))?;
@@ -404,6 +447,53 @@ pub(crate) fn mul_mat_id(
     let per_slot_i = x_per_slot as i32;
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     let (act, stride) = activation(be, OP, k, x, x_rows, cols, &mut g)?;
+    let ks = warps_per_row(rows, units(w.ty, cols));
+    let ks_i = ks as i32;
+    if grouped(n, pairs, slices) {
+        let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
+        let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
+        let (mut order, mut tiles) = scratch.split_at_mut(pairs);
+        let f = be.func(Family::Quant, "mmid_group")?;
+        let mut b = be.stream.launch_builder(&f);
+        b.arg(&ids.data)
+            .arg(&pairs_i)
+            .arg(&slices_i)
+            .arg(&mut order)
+            .arg(&mut tiles)
+            .arg(&mut y.data)
+            .arg(&rows_i);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (GROUP_THREADS, 1, 1),
+            shared_mem_bytes: (slices * 4) as u32,
+        };
+        // SAFETY: reads `pairs` ids, writes `pairs` order entries and at most 1 + 3·max_tiles
+        // tile words (the scratch holds group_words), and zero rows of y for pairs whose id is
+        // past the last slice (y holds pairs × rows, checked above); shared memory holds one
+        // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
+        unsafe { b.launch(cfg) }.map_err(dev(OP))?;
+        let f = be.func(Family::Quant, k.matvec)?;
+        let mut b = be.stream.launch_builder(&f);
+        b.arg(&w.data);
+        match &act {
+            Act::F32(s) => b.arg(*s),
+            Act::Quant(s) => b.arg(*s),
+        };
+        b.arg(&mut y.data)
+            .arg(&cols_i)
+            .arg(&rows_i)
+            .arg(&pairs_i)
+            .arg(&stride)
+            .arg(&ks_i)
+            .arg(&mut order)
+            .arg(&mut tiles)
+            .arg(&used_i)
+            .arg(&per_slot_i);
+        // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
+        // are checked above.
+        unsafe { b.launch(mv_grid(rows, max_tiles(pairs, slices), ks)) }.map_err(dev(OP))?;
+        return Ok(());
+    }
     let f = be.func(Family::Quant, k.mmid)?;
     let mut b = be.stream.launch_builder(&f);
     b.arg(&w.data).arg(&ids.data);
@@ -418,10 +508,8 @@ pub(crate) fn mul_mat_id(
         .arg(&used_i)
         .arg(&pairs_i)
         .arg(&per_slot_i)
-        .arg(&stride);
-    let ks = warps_per_row(rows, units(w.ty, cols));
-    let ks_i = ks as i32;
-    b.arg(&ks_i);
+        .arg(&stride)
+        .arg(&ks_i);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
     // y sizes are checked above.
     unsafe { b.launch(mv_grid(rows, pairs, ks)) }.map_err(dev(OP))?;

@@ -1,6 +1,8 @@
 //! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
 //! the CPU backend: `matmul` (1, 3 and 9 tokens: 9 takes the more-than-8-tokens path),
-//! `mul_mat_id` (both activation layouts) and `get_rows`, same weight bytes, same activations.
+//! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
+//! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
+//! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
 //! Needs a GPU.
 #![cfg(feature = "cuda")]
 
@@ -67,26 +69,41 @@ fn weight_bytes(rng: &mut Rng, ty: GgmlType, n_elems: usize) -> Vec<u8> {
     b
 }
 
-/// Σ over weight blocks of |block partial|: each block's dot product with the quantized
-/// activation, as glint-quant's own `vec_dot` computes it (f32 dot of the decoded row for types
-/// without one, i.e. Q8_1). `w` and `x` are one row each.
-fn abs_partials(ty: GgmlType, w: &[u8], x: &[f32]) -> f64 {
-    let bs = ty.block_size();
+/// Byte offsets of the f16 scale and f16 min scale of types whose elements are
+/// scale·q − min: each part is summed (and rounded) on its own, so both count.
+fn scale_and_min_offsets(ty: GgmlType) -> Option<(usize, usize)> {
+    use GgmlType::*;
+    match ty {
+        Q4_1 | Q5_1 | Q4_K | Q5_K => Some((0, 2)),
+        Q2_K => Some((80, 82)),
+        _ => None,
+    }
+}
+
+/// Σ_j |term j| of one row's dot product: |w_j|·|x_j| with w_j decoded by glint-quant, and for
+/// types with a min term |scale part_j|·|x_j| + |min part_j|·|x_j| (each decoded from a copy of
+/// the row with the other f16 zeroed). Every partial sum either backend forms, in any order and
+/// grouping, is at most this, so it bounds their f32 rounding (the magnitude of a block's
+/// partial alone does not: sub-block terms of opposite sign cancel in it — a Q6_K element at
+/// n = 40 differed by 2.6e-6 against 1.4e-6 from that). `w` and `x` are one row each.
+fn abs_terms(ty: GgmlType, w: &[u8], x: &[f32]) -> f64 {
     let ts = ty.type_size();
-    match glint_quant::dot::partner_type(ty) {
-        Some(p) => {
-            let mut a = vec![0u8; glint_quant::dot::activation_bytes(p, x.len()).unwrap()];
-            glint_quant::dot::quantize_activation(p, x, &mut a).unwrap();
-            let ab = glint_quant::dot::activation_bytes(p, bs).unwrap();
-            w.chunks_exact(ts)
-                .zip(a.chunks_exact(ab))
-                .map(|(wb, ablk)| glint_quant::dot::vec_dot(ty, bs, wb, ablk).unwrap().abs() as f64)
-                .sum()
-        }
-        None => {
-            let d = glint_quant::dequantize_to_vec(ty, w).unwrap();
-            d.iter().zip(x).map(|(a, b)| (a * b).abs() as f64).sum()
-        }
+    let abs_dot = |row: &[u8]| -> f64 {
+        let d = glint_quant::dequantize_to_vec(ty, row).unwrap();
+        d.iter().zip(x).map(|(a, b)| (a * b).abs() as f64).sum()
+    };
+    match scale_and_min_offsets(ty) {
+        None => abs_dot(w),
+        Some((d, m)) => [d, m]
+            .iter()
+            .map(|&zero| {
+                let mut row = w.to_vec();
+                for blk in row.chunks_exact_mut(ts) {
+                    blk[zero..zero + 2].fill(0);
+                }
+                abs_dot(&row)
+            })
+            .sum(),
     }
 }
 
@@ -102,9 +119,8 @@ fn units_per_block(ty: GgmlType) -> usize {
 /// Tolerance of one output. Both backends form the same exact integer sums per block and the
 /// same few-rounding float scalings of them, then add k partials in f32 in different orders
 /// (k = units per row on the GPU, plus its 32-lane tree); the f32 summation error of each is at
-/// most k·2⁻²⁴·Σ|partial|. Allowing 4× that bound for two sums with independent error and for
-/// the partials' own few-ulp differences (K-quant partials subtract their min term, so the
-/// terms can exceed the block partial by a small factor) gives 4·(k + 32)·2⁻²⁴·Σ|partial|.
+/// most k·2⁻²⁴·Σ|term| (`abs_terms`). 4× that, for two sums with independent error and the
+/// partials' own few-ulp differences: 4·(k + 32)·2⁻²⁴·Σ|term|.
 fn tolerance(ty: GgmlType, cols: usize, abs_sum: f64) -> f64 {
     let k = cols / ty.block_size() * units_per_block(ty) + 32;
     4.0 * k as f64 * f64::from(f32::EPSILON / 2.0) * abs_sum + 1e-30
@@ -155,7 +171,7 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
                 .map(|i| {
                     let (t, r) = (i / rows, i % rows);
                     let w = &wb[r * row_bytes..(r + 1) * row_bytes];
-                    tolerance(ty, cols, abs_partials(ty, w, &x[t * cols..(t + 1) * cols]))
+                    tolerance(ty, cols, abs_terms(ty, w, &x[t * cols..(t + 1) * cols]))
                 })
                 .collect();
             check_close(
@@ -205,7 +221,7 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let wcpu = cpu
             .upload_weight("e", ty, &[cols, rows, slices], Cow::Borrowed(&wb))
             .expect("cpu upload 3-D");
-        for n in [1usize, 3, 9] {
+        for n in [1usize, 3, 9, 40] {
             for per_slot in [false, true] {
                 let sel: Vec<u32> = (0..n * n_used).map(|_| rng.below(slices as u32)).collect();
                 let x_rows = if per_slot { n * n_used } else { n };
@@ -233,16 +249,41 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
                         let g = sel[p] as usize * rows + r;
                         let w = &wb[g * row_bytes..(g + 1) * row_bytes];
                         let xr = if per_slot { p } else { p / n_used };
-                        tolerance(
-                            ty,
-                            cols,
-                            abs_partials(ty, w, &x[xr * cols..(xr + 1) * cols]),
-                        )
+                        tolerance(ty, cols, abs_terms(ty, w, &x[xr * cols..(xr + 1) * cols]))
                     })
                     .collect();
                 let what =
                     format!("{ty} mul_mat_id {cols}x{rows}x{slices} n={n} per_slot={per_slot}");
                 check_close(&what, &got, &want, &tol);
+
+                // Batch invariance: the first and last tokens alone (one token: the ungrouped
+                // kernel) give the bits they got inside the batch.
+                for t in [0, n - 1].into_iter().filter(|_| n > 1) {
+                    let sel1 = &sel[t * n_used..(t + 1) * n_used];
+                    let xr = if per_slot { n_used } else { 1 };
+                    let x1 = &x[t * xr * cols..(t + 1) * xr * cols];
+                    let mut y1 = cuda.alloc(n_used * rows).unwrap();
+                    cuda.mul_mat_id(
+                        &wc,
+                        &cuda.upload_ids(sel1).unwrap(),
+                        n_used,
+                        &cuda.upload(x1).unwrap(),
+                        per_slot,
+                        1,
+                        &mut y1,
+                    )
+                    .expect("cuda mul_mat_id, one token");
+                    let mut alone = vec![0.0f32; n_used * rows];
+                    cuda.download(&y1, &mut alone).unwrap();
+                    let batch = &got[t * n_used * rows..(t + 1) * n_used * rows];
+                    for (i, (a, b)) in alone.iter().zip(batch).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "{what}: token {t} element {i}: alone {a}, in the batch {b}"
+                        );
+                    }
+                }
 
                 // An expert id past the last slice writes zeros there and leaves the rest.
                 let mut bad = sel.clone();
@@ -323,4 +364,75 @@ fn shapes_are_checked() {
     assert!(cuda.matmul(&w, &x2, 2, &mut y).is_err(), "y too short");
     cuda.matmul(&w, &x, 1, &mut y).unwrap();
     cuda.synchronize().unwrap();
+}
+
+/// More experts than the grouping kernel has threads (each thread then counts a run of
+/// experts), most of them unused, some with many pairs: the grouped product equals the CPU's.
+#[test]
+fn grouping_many_experts_matches_the_cpu_backend() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(7);
+    let ty = GgmlType::Q8_0;
+    let (cols, rows, slices, n_used, n) = (64usize, 5usize, 1500usize, 3usize, 600usize);
+    let wb = weight_bytes(&mut rng, ty, cols * rows * slices);
+    let dims = [cols, rows, slices];
+    let wc = cuda
+        .upload_weight("e", ty, &dims, Cow::Borrowed(&wb))
+        .unwrap();
+    let wcpu = cpu
+        .upload_weight("e", ty, &dims, Cow::Borrowed(&wb))
+        .unwrap();
+    // Half the choices among the first 8 experts (tiles of 8 and partial ones), the rest
+    // spread over all 1500; one id past the end.
+    let mut sel: Vec<u32> = (0..n * n_used)
+        .map(|i| {
+            if i % 2 == 0 {
+                rng.below(8)
+            } else {
+                rng.below(slices as u32)
+            }
+        })
+        .collect();
+    let x: Vec<f32> = (0..n * cols).map(|_| rng.f()).collect();
+    let mut want = vec![0.0f32; n * n_used * rows];
+    cpu.mul_mat_id(&wcpu, &sel, n_used, &x, false, n, &mut want)
+        .unwrap();
+    sel[5] = slices as u32;
+    want[5 * rows..6 * rows].fill(0.0);
+    let mut yd = cuda.alloc(n * n_used * rows).unwrap();
+    cuda.write(&mut yd, &vec![3.0; n * n_used * rows]).unwrap();
+    cuda.mul_mat_id(
+        &wc,
+        &cuda.upload_ids(&sel).unwrap(),
+        n_used,
+        &cuda.upload(&x).unwrap(),
+        false,
+        n,
+        &mut yd,
+    )
+    .unwrap();
+    let mut got = vec![0.0f32; n * n_used * rows];
+    cuda.download(&yd, &mut got).unwrap();
+    let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+    let tol: Vec<f64> = (0..n * n_used * rows)
+        .map(|i| {
+            let (p, r) = (i / rows, i % rows);
+            if sel[p] as usize >= slices {
+                return 0.0;
+            }
+            let g = sel[p] as usize * rows + r;
+            let xr = p / n_used;
+            tolerance(
+                ty,
+                cols,
+                abs_terms(
+                    ty,
+                    &wb[g * row_bytes..(g + 1) * row_bytes],
+                    &x[xr * cols..(xr + 1) * cols],
+                ),
+            )
+        })
+        .collect();
+    check_close("Q8_0 mul_mat_id over 1500 experts", &got, &want, &tol);
 }

@@ -458,12 +458,9 @@ impl<'a, B: Backend> Model<'a, B> {
         st.inputs.max_seen = be
             .kv_bucket(st.inputs.max_seen, cap)
             .clamp(st.inputs.max_seen, cap);
-        // A communicator that stages through the host, or expert parallelism's id remap
-        // (`moe_local_experts`, host-side by default), cannot be recorded.
-        let tp_eager = self
-            .tp
-            .as_ref()
-            .is_some_and(|t| !t.comm.recordable() || t.shard.ep);
+        // A communicator that stages through the host cannot be recorded (expert parallelism's
+        // id remap, `moe_local_experts`, is a kernel on the backend that records).
+        let tp_eager = self.tp.as_ref().is_some_and(|t| !t.comm.recordable());
         if tap.is_some() || st.record_selections || tp_eager {
             // Reads back to the host between layers: never recorded.
             self.device_ops(n, rows, pool, st, &mut tap)?;
