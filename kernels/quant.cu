@@ -888,23 +888,44 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
     for (int r = 0; r < MV_RPW; ++r)
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
-    const int units = cols / W::QK * W::NSUB;
-#pragma unroll 2
+    // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
+    // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
+    // decodes each weight unit once for all the tokens instead of once per token (it does not
+    // hoist loads out of a branch), and one unit a pass keeps that in registers. A token's sum
+    // is the same expression either way. (The other types' per-token `vd` spills when so
+    // hoisted: they keep the branch.)
+    constexpr bool HOIST = MAXT > 1 && W::SPLIT;
+    const int units = HOIST && nt == 0 ? 0 : cols / W::QK * W::NSUB;
+#pragma unroll(HOIST ? 1 : 2)
     for (int u = part * 32 + (threadIdx.x & 31); u < units; u += 32 * ks) {
         const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
+        if constexpr (HOIST) {
+            // Rows past nr repeat row nr − 1 (only a weight of fewer than MV_RPW rows has them).
+            const u8* wr[MV_RPW];
 #pragma unroll
-        for (int t = 0; t < MAXT; ++t) {
-            if (t < nt) {
-                if constexpr (W::SPLIT) {
-                    const typename W::A a = W::act(arow(t), ib, sub);
+            for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
 #pragma unroll
-                    for (int r = 0; r < MV_RPW; ++r)
-                        if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
-                } else {
+            for (int t = 0; t < MAXT; ++t) {
+                const typename W::A a = W::act(arow(t), ib, sub);
 #pragma unroll
-                    for (int r = 0; r < MV_RPW; ++r)
-                        if (r < nr)
-                            acc[r][t] += W::vd(wrow + r * row_bytes + (long long)ib * W::TS, arow(t), ib, sub);
+                for (int r = 0; r < MV_RPW; ++r) acc[r][t] += W::dot(wr[r], a, sub);
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) {
+                if (t < nt) {
+                    if constexpr (W::SPLIT) {
+                        const typename W::A a = W::act(arow(t), ib, sub);
+#pragma unroll
+                        for (int r = 0; r < MV_RPW; ++r)
+                            if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
+                    } else {
+#pragma unroll
+                        for (int r = 0; r < MV_RPW; ++r)
+                            if (r < nr)
+                                acc[r][t] +=
+                                    W::vd(wrow + r * row_bytes + (long long)ib * W::TS, arow(t), ib, sub);
+                    }
                 }
             }
         }
@@ -1115,8 +1136,10 @@ __device__ __forceinline__ void matvec_tiles(const u8* __restrict__ w, const u8*
             nt = (int)tiles[3 + 3 * g];
         }
         __syncthreads();  // the previous tile's readers are done with out_row / x_row
-        if (threadIdx.y == 0 && threadIdx.x < nt) {
-            const int p = tiles ? (int)order[first + threadIdx.x] : first + threadIdx.x;
+        if (threadIdx.y == 0 && threadIdx.x < MV_TOK) {
+            // Places past nt repeat the first row: row_dot computes all MV_TOK, y keeps nt.
+            const int q = threadIdx.x < nt ? threadIdx.x : 0;
+            const int p = tiles ? (int)order[first + q] : first + q;
             out_row[threadIdx.x] = p;
             x_row[threadIdx.x] = tiles && !x_per_slot ? p / n_used : p;
         }

@@ -1,5 +1,6 @@
 //! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
-//! the CPU backend: `matmul` (1, 3 and 9 tokens: 9 takes the more-than-8-tokens path),
+//! the CPU backend: `matmul` (1, 3 and 9 tokens: 9 takes the more-than-8-tokens path; a batch's
+//! rows bit-identical to each token alone),
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
@@ -132,8 +133,9 @@ fn shapes(ty: GgmlType) -> Vec<(usize, usize)> {
         // The conformance suite's odd widths.
         vec![(7, 4), (13, 5), (513, 37)]
     } else {
-        // Two blocks over 4 rows, and a wider, 256-multiple row over a ragged row count.
-        vec![(2 * bs, 4), (bs.max(256) * 3, 37)]
+        // Two blocks over 4 rows and over 3 (fewer than a warp group's 4), and a wider,
+        // 256-multiple row over a ragged row count.
+        vec![(2 * bs, 4), (2 * bs, 3), (bs.max(256) * 3, 37)]
     }
 }
 
@@ -180,6 +182,23 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
                 &want,
                 &tol,
             );
+            // Batch invariance: the first and last tokens alone (`matvec1_*`) give the bits
+            // they got in the batch (`matvec_*`, eight tokens a pass).
+            for t in [0, n - 1].into_iter().filter(|_| n > 1) {
+                let x1 = cuda.upload(&x[t * cols..(t + 1) * cols]).unwrap();
+                let mut y1 = cuda.alloc(rows).unwrap();
+                cuda.matmul(&wc, &x1, 1, &mut y1)
+                    .expect("cuda matmul, one token");
+                let mut alone = vec![0.0f32; rows];
+                cuda.download(&y1, &mut alone).unwrap();
+                for (r, (a, b)) in alone.iter().zip(&got[t * rows..(t + 1) * rows]).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{ty} matmul {cols}x{rows} n={n}: token {t} row {r}: alone {a}, in the batch {b}"
+                    );
+                }
+            }
         }
 
         // ---- get_rows (bit-identical: the same float expressions, no contraction) ---------
