@@ -37,8 +37,31 @@ fn bench_reports_every_test_and_counts_the_bytes_a_step_reads() {
         assert!(r["tokens_per_s_mean"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["probe_gb_s"].as_f64().unwrap() > 0.0, "{r}");
     }
-    // Bytes per decoded token at one sequence, from the tensor table.
-    let g = Gguf::open(&model).unwrap();
+    let want = table_bytes_per_token(&model);
+    let tg1 = rows
+        .iter()
+        .find(|r| r["test"] == "tg3" && r["batch"] == 1)
+        .unwrap();
+    assert_eq!(tg1["bytes_per_token"].as_u64().unwrap(), want);
+    for (args, msg) in [
+        (vec!["-o", "xml"], "-o xml: expected md or json"),
+        (vec!["-r", "0"], "-r 0: at least one repetition"),
+        (
+            vec!["-b", "0"],
+            "-b 0: sequences per step must be at least 1",
+        ),
+    ] {
+        let mut a = vec!["bench", "-m", m, "-p", "4", "-n", "1"];
+        a.extend(args.iter());
+        let o = glint(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(msg), "{args:?}: {err}");
+    }
+}
+
+/// Bytes per decoded token at one sequence, from the GGUF's tensor table.
+fn table_bytes_per_token(model: &std::path::Path) -> u64 {
+    let g = Gguf::open(model).unwrap();
     let md = g.metadata();
     let arch = md.get_str("general.architecture").unwrap();
     let k = md.get_u32(&format!("{arch}.expert_used_count")).unwrap() as u64;
@@ -59,23 +82,46 @@ fn bench_reports_every_test_and_counts_the_bytes_a_step_reads() {
             _ => t.n_bytes,
         };
     }
-    let tg1 = rows
-        .iter()
-        .find(|r| r["test"] == "tg3" && r["batch"] == 1)
-        .unwrap();
-    assert_eq!(tg1["bytes_per_token"].as_u64().unwrap(), want);
-    for (args, msg) in [
-        (vec!["-o", "xml"], "-o xml: expected md or json"),
-        (vec!["-r", "0"], "-r 0: at least one repetition"),
-        (
-            vec!["-b", "0"],
-            "-b 0: sequences per step must be at least 1",
-        ),
-    ] {
-        let mut a = vec!["bench", "-m", m, "-p", "4", "-n", "1"];
-        a.extend(args.iter());
+    want
+}
+
+/// `--tp 2` (and with `--ep`) on the CPU: the same rows, marked as two ranks, counting the
+/// whole model's bytes per token (the ranks' shards together), and a split that does not
+/// divide is refused naming the tensor.
+#[test]
+fn bench_runs_split_over_ranks() {
+    let model = repo().join("fixtures/glm5/glm5-tiny-f32.gguf");
+    let m = model.to_str().unwrap();
+    for ep in [false, true] {
+        let mut a = vec![
+            "bench", "-m", m, "-p", "8", "-n", "3", "-b", "1,2", "-r", "1", "-o", "json", "--tp",
+            "2",
+        ];
+        if ep {
+            a.push("--ep");
+        }
         let o = glint(&a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains(msg), "{args:?}: {err}");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let tests: Vec<_> = rows
+            .iter()
+            .map(|r| (r["test"].as_str().unwrap(), r["batch"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(tests, [("pp8", 1), ("tg3", 1), ("tg3", 2)], "ep={ep}");
+        for r in &rows {
+            assert_eq!(r["tp"], 2, "{r}");
+            assert!(r["tokens_per_s_mean"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["probe_gb_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        assert_eq!(
+            rows[1]["bytes_per_token"].as_u64().unwrap(),
+            table_bytes_per_token(&model)
+        );
     }
+    let o = glint(&["bench", "-m", m, "-p", "4", "-n", "1", "--tp", "3"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("does not divide") && err.contains(".weight"),
+        "{err}"
+    );
 }

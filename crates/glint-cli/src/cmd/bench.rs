@@ -3,14 +3,18 @@
 //! depth — plus generation with several sequences per step, each as mean ± sd over
 //! repetitions, next to the memory roofline measured in the same process: the weight bytes a
 //! decode step reads, a streaming-read probe of this machine's bandwidth, and the fraction of
-//! it the step achieves.
+//! it the step achieves. With `--tp N [--ep]` every rank runs the same tests on its shard, in
+//! step through the collectives; rank 0 times and prints. The roofline is then the whole
+//! model's bytes against N probes on a device (each GPU reads its own memory) or one probe on
+//! the CPU (the rank threads share it).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use glint_gguf::Gguf;
 use glm5_model::{
-    Backend, BatchPlan, KvPool, Logits, Model, ModelError, SeqCache, StepLimits, StepState,
+    Backend, BatchPlan, Glm5, KvPool, Logits, Model, ModelError, SeqCache, SessionOptions,
+    StepLimits, StepState,
 };
 
 use super::session::{with_backend, Device};
@@ -44,6 +48,8 @@ pub struct Args {
     /// `cpu`, or `cuda` / `cuda:N` (a build with `--features cuda`).
     #[arg(long, default_value = "cpu", value_parser = super::session::parse_device)]
     pub device: Device,
+    #[command(flatten)]
+    pub tp: super::tp::TpArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +77,8 @@ pub struct Row {
     pub achieved_gb_s: Option<f64>,
     pub probe_gb_s: f64,
     pub roofline_fraction: Option<f64>,
+    /// Ranks the model was split over (`--tp`).
+    pub tp: usize,
 }
 
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -86,10 +94,50 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         return Err(BenchError::Batch(b).into());
     }
     let gguf = Gguf::open(&args.model)?;
+    if args.tp.active(args.device)? {
+        let body = Ranks {
+            gguf: &gguf,
+            args,
+            json,
+        };
+        // The ranks come as one-sequence sessions; their own cache stays unused (16 tokens),
+        // the tests make theirs.
+        let mut opts = SessionOptions::new(16);
+        opts.ubatch = 16;
+        super::tp::run_ranks(&gguf, &args.tp, args.device, opts, &body)?;
+        return Ok(());
+    }
     with_backend!(args.device, be => {
         let model = Model::load(&gguf, be)?;
-        bench(&model, &gguf, args, json)
+        bench(&model, &gguf, args, json, Rank { index: 0, of: 1 })
     })
+}
+
+/// Which rank of how many runs this bench.
+#[derive(Clone, Copy)]
+struct Rank {
+    index: usize,
+    of: usize,
+}
+
+struct Ranks<'r> {
+    gguf: &'r Gguf,
+    args: &'r Args,
+    json: bool,
+}
+
+impl super::tp::RankBody<()> for Ranks<'_> {
+    fn run<B: Backend>(
+        &self,
+        rank: usize,
+        model: Glm5<'_, B>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let r = Rank {
+            index: rank,
+            of: self.args.tp.tp,
+        };
+        bench(model.model(), self.gguf, self.args, self.json, r)
+    }
 }
 
 fn bench<B: Backend>(
@@ -97,6 +145,7 @@ fn bench<B: Backend>(
     gguf: &Gguf,
     args: &Args,
     json: bool,
+    rank: Rank,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let max = model.config().context_length;
     for &d in &args.depth {
@@ -105,16 +154,24 @@ fn bench<B: Backend>(
             return Err(BenchError::Context { depth: d, n, max }.into());
         }
     }
-    // The memory the weights live in: the device's own where it has one.
-    let probe = match model.backend().bandwidth_probe() {
-        Some(p) => p?,
-        None => bandwidth_probe(),
+    // The memory the weights live in: the device's own where it has one (one per rank), else
+    // this machine's, shared by the rank threads. Rank 0 measures; the others go ahead and wait
+    // for it at the first collective.
+    let probe = if rank.index > 0 {
+        0.0
+    } else {
+        match model.backend().bandwidth_probe() {
+            Some(p) => p? * rank.of as f64,
+            None => bandwidth_probe(),
+        }
     };
-    tracing::info!(
-        gb_s = probe,
-        backend = model.backend().name(),
-        "memory bandwidth probe"
-    );
+    if rank.index == 0 {
+        tracing::info!(
+            gb_s = probe,
+            backend = model.backend().name(),
+            "memory bandwidth probe"
+        );
+    }
     let mut rows = Vec::new();
     for &depth in &args.depth {
         if args.n_prompt > 0 {
@@ -126,6 +183,7 @@ fn bench<B: Backend>(
                 &t,
                 None,
                 probe,
+                rank.of,
             ));
         }
         if args.n_gen > 0 {
@@ -139,9 +197,13 @@ fn bench<B: Backend>(
                     &t,
                     Some(bytes),
                     probe,
+                    rank.of,
                 ));
             }
         }
+    }
+    if rank.index > 0 {
+        return Ok(());
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -165,6 +227,7 @@ fn row(
     tps: &[f64],
     bytes: Option<u64>,
     probe: f64,
+    tp: usize,
 ) -> Row {
     let n = tps.len() as f64;
     let mean = tps.iter().sum::<f64>() / n;
@@ -180,6 +243,7 @@ fn row(
         achieved_gb_s: achieved,
         probe_gb_s: probe,
         roofline_fraction: achieved.map(|a| a / probe),
+        tp,
     }
 }
 
@@ -347,9 +411,14 @@ fn bandwidth_probe() -> f64 {
 fn print_md(a: &Args, gguf: &Gguf, backend: &str, rows: &[Row]) {
     let size: u64 = gguf.tensors().iter().map(|t| t.n_bytes).sum();
     println!(
-        "model {} ({:.2} GiB), {backend} backend, {} host threads, memory probe {:.1} GB/s",
+        "model {} ({:.2} GiB), {backend} backend{}, {} host threads, memory probe {:.1} GB/s",
         a.model.display(),
         size as f64 / (1u64 << 30) as f64,
+        match (a.tp.tp, a.tp.ep) {
+            (1, _) => String::new(),
+            (n, false) => format!(", --tp {n}"),
+            (n, true) => format!(", --tp {n} --ep"),
+        },
         rayon::current_num_threads(),
         rows.first().map_or(0.0, |r| r.probe_gb_s)
     );
