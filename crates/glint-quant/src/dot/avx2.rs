@@ -121,7 +121,9 @@ rows_kernel!(q8_0, q8_0_rows, q8_0_impl, 4, 32, 34, 34);
 rows_kernel!(q4_k, q4_k_rows, q4_k_impl, 1, 256, 144, 292);
 rows_kernel!(q5_k, q5_k_rows, q5_k_impl, 1, 256, 176, 292);
 rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
-rows_kernel!(iq4_xs, iq4_xs_rows, iq4_xs_impl, 2, 256, 136, 292);
+// IQ4_XS too: two rows were faster from L2 but slower from DRAM (one core, 32768x8192: 6.3-6.5
+// against 7.7-7.9 GB/s for one row).
+rows_kernel!(iq4_xs, iq4_xs_rows, iq4_xs_impl, 1, 256, 136, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
 safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
@@ -493,7 +495,7 @@ unsafe fn iq4xs_scales16(xb: *const u8) -> __m256i {
     _mm256_broadcastsi128_si256(s)
 }
 
-/// IQ4_XS, `R` rows a pass. A 32-byte load of codes holds sub-blocks `2p` (low lane) and
+/// IQ4_XS, `R` rows a pass (one is used, see `rows_kernel!` above). A 32-byte load of codes holds sub-blocks `2p` (low lane) and
 /// `2p + 1` (high lane), low nibbles being their first 16 weights and high nibbles the last
 /// 16. Instead of moving the weights into sub-block order, the activation is permuted to match
 /// (once, for all `R` rows), and each product vector then needs one scale per lane.
