@@ -116,8 +116,8 @@ macro_rules! rows_kernel {
 }
 
 rows_kernel!(q8_0, q8_0_rows, q8_0_impl, 4, 32, 34, 34);
-// Q4_K and Q5_K run one row a pass: with AVX2's sixteen registers two rows' scales, sums and
-// accumulators spill, and measured (L2-resident, one core) two rows were no faster than one.
+// Q4_K and Q5_K run one row a pass: measured (L2-resident, one core) two rows were no faster
+// than one; with AVX2's sixteen vector registers two rows of Q5_K spilled to the stack.
 rows_kernel!(q4_k, q4_k_rows, q4_k_impl, 1, 256, 144, 292);
 rows_kernel!(q5_k, q5_k_rows, q5_k_impl, 1, 256, 176, 292);
 rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
