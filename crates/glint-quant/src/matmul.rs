@@ -272,7 +272,12 @@ pub fn matmul(
     if batch == 1 {
         let a = &act[..stride];
         let rb = w.row_bytes();
+        let rows_k = dot::rows_kernel(w.ty);
         let run = |r0: usize, ys: &mut [f32]| {
+            if let Some(rk) = rows_k {
+                rk(w.cols, &w.data[r0 * rb..(r0 + ys.len()) * rb], a, ys);
+                return;
+            }
             for (i, yv) in ys.iter_mut().enumerate() {
                 let r = r0 + i;
                 *yv = k(w.cols, &w.data[r * rb..(r + 1) * rb], a);

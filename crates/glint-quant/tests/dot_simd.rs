@@ -188,3 +188,40 @@ fn float_tails() {
         }
     }
 }
+
+/// A multi-row kernel gives each row bit for bit what the single-row kernel of its family
+/// gives (what keeps a matvec equal to a batched matmul), for every row count's remainder.
+#[test]
+fn rows_kernels_equal_single_row_bits() {
+    let mut covered = 0;
+    for isa in Isa::all_available() {
+        for &ty in SIMD_TYPES {
+            let Some(rk) = dot::rows_kernel_for(ty, isa) else {
+                continue;
+            };
+            let single = dot::kernel_for(ty, isa).unwrap();
+            let partner = dot::partner_type(ty).unwrap();
+            for (rows, blocks) in [(1usize, 1usize), (2, 3), (3, 2), (4, 1), (5, 4), (9, 2)] {
+                let n = 256 * blocks;
+                let mut rng = Rng::new((ty as u64) << 8 | rows as u64);
+                let w = random_weights(ty, rows * n, &mut rng);
+                let x = random_activations(n, &mut rng);
+                let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
+                dot::quantize_activation(partner, &x, &mut act).unwrap();
+                let rb = w.len() / rows;
+                let mut out = vec![f32::NAN; rows];
+                rk(n, &w, &act, &mut out);
+                for (r, got) in out.iter().enumerate() {
+                    let want = single(n, &w[r * rb..(r + 1) * rb], &act);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty} {isa:?} rows {rows} r {r}"
+                    );
+                }
+            }
+            covered += 1;
+        }
+    }
+    eprintln!("{covered} (type, family) multi-row kernels checked");
+}

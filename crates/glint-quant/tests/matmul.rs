@@ -20,6 +20,7 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q4_1,
     GgmlType::Q8_0,
     GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::IQ2_XXS,
     GgmlType::IQ4_XS,

@@ -9,12 +9,16 @@
 //! Each safe wrapper checks the slice lengths before entering the `unsafe` kernel; they are only
 //! handed out by [`kernel`] through `dot::kernel_for`, which first checks the CPU has AVX2.
 
+// The multi-row kernels walk several per-row arrays (accumulators, scales, sums) with one
+// row index; iterator chains over all of them would hide which row a step works on.
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
 use super::x86_util::*;
-use super::VecDotFn;
+use super::{VecDotFn, VecDotRowsFn};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 
 /// The AVX2 kernel for `ty`, if there is one.
@@ -34,6 +38,19 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         F32 => f32_,
         F16 => f16_,
         BF16 => bf16_,
+        _ => return None,
+    })
+}
+
+/// The AVX2 multi-row kernel for `ty`, if there is one (see [`super::VecDotRowsFn`]).
+pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
+    use GgmlType::*;
+    Some(match ty {
+        Q8_0 => q8_0_rows,
+        Q4_K => q4_k_rows,
+        Q5_K => q5_k_rows,
+        Q6_K => q6_k_rows,
+        IQ4_XS => iq4_xs_rows,
         _ => return None,
     })
 }
@@ -59,28 +76,83 @@ macro_rules! safe_kernel {
     };
 }
 
-safe_kernel!(q8_0, q8_0_impl, 32, 34, 34);
+/// A kernel written for `R` rows at a time (`$imp::<R>(nb, w, row_bytes, a) -> [f32; R]`,
+/// each row computed exactly as `$imp::<1>` would) gives both the single-row entry point and
+/// the multi-row one, which runs `$r` rows per pass and single rows for the remainder.
+macro_rules! rows_kernel {
+    ($name:ident, $rows:ident, $imp:ident, $r:expr, $qk:expr, $wsize:expr, $asize:expr) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let nb = blocks(n, $qk, w, $wsize, a, $asize);
+            // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
+            unsafe { $imp::<1>(nb, w.as_ptr(), nb * $wsize, a.as_ptr())[0] }
+        }
+
+        fn $rows(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
+            let nb = n / $qk;
+            let rb = nb * $wsize;
+            assert!(
+                n.is_multiple_of($qk) && w.len() >= rb * out.len() && a.len() >= nb * $asize,
+                "dot row lengths"
+            );
+            let mut groups = out.chunks_exact_mut($r);
+            let mut wp = w.as_ptr();
+            for o in &mut groups {
+                // SAFETY: `o.len()` rows of `rb` bytes remain at `wp` (checked above); AVX2/FMA/
+                // F16C presence checked by `rows_kernel_for`.
+                unsafe {
+                    o.copy_from_slice(&$imp::<{ $r }>(nb, wp, rb, a.as_ptr()));
+                    wp = wp.add($r * rb);
+                }
+            }
+            for o in groups.into_remainder() {
+                // SAFETY: as above, one row.
+                unsafe {
+                    *o = $imp::<1>(nb, wp, rb, a.as_ptr())[0];
+                    wp = wp.add(rb);
+                }
+            }
+        }
+    };
+}
+
+rows_kernel!(q8_0, q8_0_rows, q8_0_impl, 4, 32, 34, 34);
+// Q4_K and Q5_K run one row a pass: measured (L2-resident, one core) two rows were no faster
+// than one; with AVX2's sixteen vector registers two rows of Q5_K spilled to the stack.
+rows_kernel!(q4_k, q4_k_rows, q4_k_impl, 1, 256, 144, 292);
+rows_kernel!(q5_k, q5_k_rows, q5_k_impl, 1, 256, 176, 292);
+rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
+// IQ4_XS too: two rows were faster from L2 but slower from DRAM (one core, 32768x8192: 6.3-6.5
+// against 7.7-7.9 GB/s for one row).
+rows_kernel!(iq4_xs, iq4_xs_rows, iq4_xs_impl, 1, 256, 136, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
 safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
-safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
-safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
-safe_kernel!(q6_k, q6_k_impl, 256, 210, 292);
-safe_kernel!(iq4_xs, iq4_xs_impl, 256, 136, 292);
 safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
 safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 
+/// Q8_0 keeps llama.cpp's AVX2 float order on each row (one eight-lane accumulator, blocks in
+/// order, `hsum_float_8` at the end) because glm5-model's tests hold the Q8_0 path bit-identical
+/// to llama.cpp's AVX2 build. The speed comes from rows instead: `R` rows share each activation
+/// load and scale, and their accumulator chains are independent.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
+unsafe fn q8_0_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
     for i in 0..nb {
-        let (xb, yb) = (x.add(i * 34), y.add(i * 34));
-        prefetch_ahead(xb, 34);
-        let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
-        let p = dot_i8_avx2(load256(xb.add(2)), load256(yb.add(2)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        let yb = y.add(i * 34);
+        let yd = f16_at(yb);
+        let qy = load256(yb.add(2));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let xb = x.add(r * rb + i * 34);
+            // Blocks are 34 bytes, so one line ahead per two blocks covers the stream.
+            if i % 2 == 0 {
+                prefetch_ahead(xb, 64);
+            }
+            let d = _mm256_set1_ps(f16_at(xb) * yd);
+            let p = dot_i8_avx2(load256(xb.add(2)), qy);
+            *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *a);
+        }
     }
-    hsum_ps(acc)
+    acc.map(|a| hsum_ps(a))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -211,168 +283,265 @@ unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     hsum_ps(acc) - hsum_ps(acc_bias)
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 144), y.add(i * 292));
-        prefetch_ahead(xb, 144);
-        let yd = f32_at(yb);
-        let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
-        acc_min = _mm256_fmadd_ps(
-            dmin,
-            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
-            acc_min,
-        );
-        let mut sumi = _mm256_setzero_si256();
-        for j in 0..4 {
-            let q4 = load256(xb.add(16 + 32 * j));
-            let lo = _mm256_and_si256(q4, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            let pl = _mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j)));
-            let ph = _mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j)));
-            let pl = _mm256_madd_epi16(pl, _mm256_set1_epi16(sc[2 * j] as i16));
-            let ph = _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * j + 1] as i16));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-        }
-        let d = _mm256_set1_ps(yd * f16_at(xb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    hsum_ps(acc) - hsum_ps(acc_min)
+/// `vpshufb` control copying i16 word `lo` over the low 128-bit lane and word `hi` (of the
+/// high lane's own copy) over the high lane.
+#[inline(always)]
+unsafe fn words(lo: usize, hi: usize) -> __m256i {
+    let w = |k: usize| (((2 * k + 1) << 8) | (2 * k)) as i16;
+    _mm256_set_m128i(_mm_set1_epi16(w(hi)), _mm_set1_epi16(w(lo)))
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let one = _mm256_set1_epi8(1);
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 176), y.add(i * 292));
-        prefetch_ahead(xb, 176);
-        let yd = f32_at(yb);
-        let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
-        acc_min = _mm256_fmadd_ps(
-            dmin,
-            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
-            acc_min,
-        );
-        let qh = load256(xb.add(16));
-        let mut sumi = _mm256_setzero_si256();
-        for j in 0..4 {
-            let q4 = load256(xb.add(48 + 32 * j));
-            let h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
-            let h1 = _mm256_and_si256(
-                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)),
-                one,
-            );
-            let lo = _mm256_or_si256(_mm256_and_si256(q4, m4), _mm256_slli_epi16(h0, 4));
-            let hi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-                _mm256_slli_epi16(h1, 4),
-            );
-            let pl = _mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j)));
-            let ph = _mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j)));
-            let pl = _mm256_madd_epi16(pl, _mm256_set1_epi16(sc[2 * j] as i16));
-            let ph = _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * j + 1] as i16));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-        }
-        let d = _mm256_set1_ps(yd * f16_at(xb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    hsum_ps(acc) - hsum_ps(acc_min)
+/// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block, one per byte, as words
+/// (the bit shuffle of [`k4_scales_mins`] without the round trip through byte arrays).
+#[inline(always)]
+unsafe fn k4_scales_mins_u64(q: *const u8) -> (u64, u64) {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let u0 = (q as *const u32).read_unaligned();
+    let u1 = (q.add(4) as *const u32).read_unaligned();
+    let u2 = (q.add(8) as *const u32).read_unaligned();
+    let mins_hi = ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4);
+    let sc_hi = (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4);
+    let sc = (u0 & KMASK1) as u64 | (sc_hi as u64) << 32;
+    let mn = (u1 & KMASK1) as u64 | (mins_hi as u64) << 32;
+    (sc, mn)
 }
 
+/// Per-row state of the Q4_K/Q5_K kernels for one block: the sub-block scales as i16 words in
+/// both 128-bit lanes, and the mins term folded into `acc_min`.
+#[inline(always)]
+unsafe fn k4_block_start(xb: *const u8, yd: f32, bsums: __m256i, acc_min: &mut __m256) -> __m256i {
+    let (sc, mn) = k4_scales_mins_u64(xb.add(4));
+    let m = _mm_cvtsi64_si128(mn as i64);
+    let mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)), bsums);
+    let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
+    *acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), *acc_min);
+    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)))
+}
+
+/// Q4_K, `R` rows a pass: each activation vector is loaded once for all rows, and each row's
+/// sub-block scales come from one `vpshufb` of a register instead of a scalar broadcast.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let m3 = _mm256_set1_epi8(3);
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_bias = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc_min = [_mm256_setzero_ps(); R];
     for i in 0..nb {
-        let (xb, yb) = (x.add(i * 210), y.add(i * 292));
-        prefetch_ahead(xb, 210);
-        let d = f32_at(yb) * f16_at(xb.add(208));
-        let sc = xb.add(192);
-        let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
-        acc_bias = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias);
-        let mut sumi = _mm256_setzero_si256();
-        for h in 0..2 {
-            let ql1 = load256(xb.add(64 * h));
-            let ql2 = load256(xb.add(64 * h + 32));
-            let qh = load256(xb.add(128 + 32 * h));
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(ql2, m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql2, 4), m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4),
-                ),
-            ];
-            for (k, qk) in q.iter().enumerate() {
-                let p = _mm256_maddubs_epi16(*qk, load256(yb.add(4 + 128 * h + 32 * k)));
-                let s0 = *sc.add(8 * h + 2 * k) as i8 as i16;
-                let s1 = *sc.add(8 * h + 2 * k + 1) as i8 as i16;
-                let s = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+        let yb = y.add(i * 292);
+        let yd = f32_at(yb);
+        let bsums = load256(yb.add(260));
+        let mut sc16 = [_mm256_setzero_si256(); R];
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = x.add(r * rb + i * 144);
+            prefetch_ahead(xb, 144);
+            sc16[r] = k4_block_start(xb, yd, bsums, &mut acc_min[r]);
+        }
+        for j in 0..4 {
+            let yl = load256(yb.add(4 + 64 * j));
+            let yh = load256(yb.add(36 + 64 * j));
+            for r in 0..R {
+                let q4 = load256(x.add(r * rb + i * 144 + 16 + 32 * j));
+                let lo = _mm256_and_si256(q4, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+                let sl = _mm256_shuffle_epi8(sc16[r], words(2 * j, 2 * j));
+                let sh = _mm256_shuffle_epi8(sc16[r], words(2 * j + 1, 2 * j + 1));
+                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yl), sl);
+                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yh), sh);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        for r in 0..R {
+            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 144)));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
-    hsum_ps(acc) - hsum_ps(acc_bias)
+    std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
 }
 
-/// The 6-bit scale (bias 32 removed) of 32-group `ib` of an IQ4_XS block.
-#[inline(always)]
-pub(super) unsafe fn iq4xs_scale(xb: *const u8, ib: usize) -> i16 {
-    let h = (xb.add(2) as *const u16).read_unaligned() as u32;
-    let lo = (*xb.add(4 + ib / 2) >> (4 * (ib % 2))) & 0x0f;
-    (lo as u32 | (((h >> (2 * ib)) & 3) << 4)) as i16 - 32
-}
-
+/// Q5_K as Q4_K, the fifth bit of sub-block `2j` / `2j + 1` being bit `2j` / `2j + 1` of `qh`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc_min = [_mm256_setzero_ps(); R];
+    for i in 0..nb {
+        let yb = y.add(i * 292);
+        let yd = f32_at(yb);
+        let bsums = load256(yb.add(260));
+        let mut sc16 = [_mm256_setzero_si256(); R];
+        let mut qh = [_mm256_setzero_si256(); R];
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = x.add(r * rb + i * 176);
+            prefetch_ahead(xb, 176);
+            sc16[r] = k4_block_start(xb, yd, bsums, &mut acc_min[r]);
+            qh[r] = load256(xb.add(16));
+        }
+        for j in 0..4 {
+            let yl = load256(yb.add(4 + 64 * j));
+            let yh = load256(yb.add(36 + 64 * j));
+            // Bit 2j of each qh byte moved to bit 4 (low nibbles) and bit 2j + 1 to bit 4 of
+            // the high nibbles' bytes after their shift; the masks keep each to its own byte.
+            let bit_lo = _mm256_set1_epi8(1 << (2 * j));
+            let bit_hi = _mm256_set1_epi8((2u8 << (2 * j)) as i8);
+            for r in 0..R {
+                let q4 = load256(x.add(r * rb + i * 176 + 48 + 32 * j));
+                let h0 = _mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bit_lo), bit_lo);
+                let h1 = _mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bit_hi), bit_hi);
+                let sixteen = _mm256_set1_epi8(16);
+                let lo = _mm256_or_si256(_mm256_and_si256(q4, m4), _mm256_and_si256(h0, sixteen));
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+                    _mm256_and_si256(h1, sixteen),
+                );
+                let sl = _mm256_shuffle_epi8(sc16[r], words(2 * j, 2 * j));
+                let sh = _mm256_shuffle_epi8(sc16[r], words(2 * j + 1, 2 * j + 1));
+                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yl), sl);
+                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yh), sh);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        for r in 0..R {
+            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 176)));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
+}
+
+/// Q6_K, `R` rows a pass. The bias 32 of every code is taken out in integers, as
+/// `32 * sum(scale_j * bsums_j)` subtracted from the block's sum, so each block costs one
+/// conversion and one FMA. Chunk `k` of half `h` covers 16-weight groups `8h + 2k` (low lane)
+/// and `8h + 2k + 1` (high lane), whose scales one `vpshufb` of that half's scale words gives.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for i in 0..nb {
+        let yb = y.add(i * 292);
+        let yd = f32_at(yb);
+        let bsums = load256(yb.add(260));
+        let mut sc_half = [[_mm256_setzero_si256(); 2]; R];
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = x.add(r * rb + i * 210);
+            prefetch_ahead(xb, 210);
+            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
+            sumi[r] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(s16, bsums), 5),
+            );
+            sc_half[r] = [
+                _mm256_permute2x128_si256(s16, s16, 0x00),
+                _mm256_permute2x128_si256(s16, s16, 0x11),
+            ];
+        }
+        for h in 0..2 {
+            for k in 0..4 {
+                let q8 = load256(yb.add(4 + 128 * h + 32 * k));
+                for r in 0..R {
+                    let xb = x.add(r * rb + i * 210);
+                    let ql = load256(xb.add(64 * h + 32 * (k % 2)));
+                    let qh = load256(xb.add(128 + 32 * h));
+                    let low = if k < 2 {
+                        _mm256_and_si256(ql, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                    };
+                    // Bits 2k..2k+2 of qh to bits 4..6, masked in place first so no shift
+                    // carries a neighbouring byte's bits in.
+                    let hm = _mm256_and_si256(qh, _mm256_set1_epi8((3u8 << (2 * k)) as i8));
+                    let high = match k {
+                        0 => _mm256_slli_epi16(hm, 4),
+                        1 => _mm256_slli_epi16(hm, 2),
+                        2 => hm,
+                        _ => _mm256_srli_epi16(hm, 2),
+                    };
+                    let p = _mm256_maddubs_epi16(_mm256_or_si256(low, high), q8);
+                    let s = _mm256_shuffle_epi8(sc_half[r][h], words(2 * k, 2 * k + 1));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, s));
+                }
+            }
+        }
+        for r in 0..R {
+            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 210 + 208)));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    acc.map(|a| hsum_ps(a))
+}
+
+/// The eight scales of an IQ4_XS block (bias 32 removed) as i16 words, in both 128-bit lanes:
+/// low four bits from `scales_l` (two per byte), high two from `scales_h` (two bits each), the
+/// latter moved into place by one multiply that shifts each word by its own amount.
+#[inline(always)]
+unsafe fn iq4xs_scales16(xb: *const u8) -> __m256i {
+    let l = _mm_cvtsi32_si128((xb.add(4) as *const u32).read_unaligned() as i32);
+    let m4 = _mm_set1_epi8(0x0f);
+    let lo = _mm_unpacklo_epi8(
+        _mm_and_si128(l, m4),
+        _mm_and_si128(_mm_srli_epi16(l, 4), m4),
+    );
+    let h = _mm_set1_epi16((xb.add(2) as *const u16).read_unaligned() as i16);
+    // Word j times 2^(14 - 2j) puts bits 2j..2j+2 of scales_h at bits 14..16; >> 10 to 4..6.
+    let pow = _mm_set_epi16(1, 4, 16, 64, 256, 1024, 4096, 16384);
+    let hi = _mm_and_si128(
+        _mm_srli_epi16(_mm_mullo_epi16(h, pow), 10),
+        _mm_set1_epi16(0x30),
+    );
+    let s = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(lo), hi), _mm_set1_epi16(32));
+    _mm256_broadcastsi128_si256(s)
+}
+
+/// IQ4_XS, `R` rows a pass (one is used, see `rows_kernel!` above). A 32-byte load of codes holds sub-blocks `2p` (low lane) and
+/// `2p + 1` (high lane), low nibbles being their first 16 weights and high nibbles the last
+/// 16. Instead of moving the weights into sub-block order, the activation is permuted to match
+/// (once, for all `R` rows), and each product vector then needs one scale per lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0f);
     let values =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = [_mm256_setzero_ps(); R];
     for i in 0..nb {
-        let (xb, yb) = (x.add(i * 136), y.add(i * 292));
-        prefetch_ahead(xb, 136);
-        let mut sumi = _mm256_setzero_si256();
+        let yb = y.add(i * 292);
+        let mut sc16 = [_mm256_setzero_si256(); R];
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = x.add(r * rb + i * 136);
+            prefetch_ahead(xb, 136);
+            sc16[r] = iq4xs_scales16(xb);
+        }
         for p in 0..4 {
-            let q = load256(xb.add(8 + 32 * p));
-            let lo = _mm256_and_si256(q, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            for (s, codes) in [
-                (0, _mm256_permute2x128_si256(lo, hi, 0x20)),
-                (1, _mm256_permute2x128_si256(lo, hi, 0x31)),
-            ] {
-                let v = _mm256_shuffle_epi8(values, codes);
-                let q8 = load256(yb.add(4 + 64 * p + 32 * s));
-                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(q8, v));
-                let ls = _mm256_set1_epi16(iq4xs_scale(xb, 2 * p + s));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, ls));
+            let y0 = load256(yb.add(4 + 64 * p));
+            let y1 = load256(yb.add(36 + 64 * p));
+            let ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
+            let yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
+            for r in 0..R {
+                let q = load256(x.add(r * rb + i * 136 + 8 + 32 * p));
+                let vl = _mm256_shuffle_epi8(values, _mm256_and_si256(q, m4));
+                let vh = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                let pl = _mm256_maddubs_epi16(_mm256_sign_epi8(vl, vl), _mm256_sign_epi8(ylo, vl));
+                let ph = _mm256_maddubs_epi16(_mm256_sign_epi8(vh, vh), _mm256_sign_epi8(yhi, vh));
+                let s = _mm256_shuffle_epi8(sc16[r], words(2 * p, 2 * p + 1));
+                let both = _mm256_add_epi32(_mm256_madd_epi16(pl, s), _mm256_madd_epi16(ph, s));
+                sumi[r] = _mm256_add_epi32(sumi[r], both);
             }
         }
-        let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        let yd = f32_at(yb);
+        for r in 0..R {
+            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 136)));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
-    hsum_ps(acc)
+    acc.map(|a| hsum_ps(a))
 }
 
 /// Sign bytes (+1/-1) for four 8-weight groups from the four 7-bit fields of `aux`.

@@ -55,6 +55,14 @@ fn pairs<'a, W: bytemuck::Pod, A: bytemuck::Pod>(
 /// `n` elements of activation (`a`, whole blocks of the partner type). Callers check lengths.
 pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 
+/// Several consecutive weight rows against one activation row: `out[i]` is the dot product of
+/// row `i` of `w` (`out.len()` rows of `n` elements, back to back) with `a`. Bit for bit what
+/// the family's [`VecDotFn`] gives for each row alone, so a matvec that uses it returns the
+/// same values as a batched matmul calling the single-row kernel (batch invariance); it exists
+/// so a kernel can share each activation load between rows and keep more independent work in
+/// flight. Callers check lengths as for [`VecDotFn`].
+pub type VecDotRowsFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
+
 /// Which instruction-set family the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
@@ -205,6 +213,34 @@ pub fn kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotFn> {
         }
     }
     scalar_kernel(ty)
+}
+
+/// The multi-row kernel family `isa` has for `ty`, if any; it agrees bit for bit with
+/// [`kernel_for`]`(ty, isa)` on every row. `None` means: call the single-row kernel per row.
+pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
+    if !isa.available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Scalar => None,
+            Isa::Avx2 => avx2::rows_kernel(ty),
+            // Only where AVX-512 falls back to the AVX2 single-row kernel, so both agree.
+            Isa::Avx512 if avx512::kernel(ty).is_none() => avx2::rows_kernel(ty),
+            Isa::Avx512 => None,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        None
+    }
+}
+
+/// The multi-row kernel [`isa`] selects for `ty`, if it has one.
+pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
+    rows_kernel_for(ty, isa())
 }
 
 /// Whether family `isa` has a dedicated SIMD kernel for `ty` (else it falls back to scalar).
