@@ -115,16 +115,21 @@ fn schema_types(s: &Value) -> Vec<String> {
     out
 }
 
+/// Both APIs' tool lists are bounded before any entry is parsed.
+fn check_count(tools: &[Value]) -> Result<(), ApiError> {
+    if tools.len() > MAX_TOOLS {
+        return Err(ApiError::field(
+            "tools",
+            format!("{} tools: at most {MAX_TOOLS}", tools.len()),
+        ));
+    }
+    Ok(())
+}
 impl Tools {
     /// Reads OpenAI's `tools`: `[{"type": "function", "function": {"name", "description",
     /// "parameters"}}]`. Errors name the field (`tools[1].function.name`).
     pub fn from_openai(tools: &[Value]) -> Result<Self, ApiError> {
-        if tools.len() > MAX_TOOLS {
-            return Err(ApiError::field(
-                "tools",
-                format!("{} tools: at most {MAX_TOOLS}", tools.len()),
-            ));
-        }
+        check_count(tools)?;
         let mut specs = Vec::with_capacity(tools.len());
         for (i, t) in tools.iter().enumerate() {
             let at = |f: &str| format!("tools[{i}]{f}");
@@ -156,12 +161,7 @@ impl Tools {
 
     /// Reads Anthropic's `tools`: `[{"name", "description", "input_schema"}]`.
     pub fn from_anthropic(tools: &[Value]) -> Result<Self, ApiError> {
-        if tools.len() > MAX_TOOLS {
-            return Err(ApiError::field(
-                "tools",
-                format!("{} tools: at most {MAX_TOOLS}", tools.len()),
-            ));
-        }
+        check_count(tools)?;
         let mut specs = Vec::with_capacity(tools.len());
         for (i, t) in tools.iter().enumerate() {
             let at = format!("tools[{i}]");
