@@ -125,6 +125,7 @@ fn check_count(tools: &[Value]) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
 impl Tools {
     /// Reads OpenAI's `tools`: `[{"type": "function", "function": {"name", "description",
     /// "parameters"}}]`. Errors name the field (`tools[1].function.name`).
