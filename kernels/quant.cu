@@ -962,6 +962,25 @@ __device__ __forceinline__ void group_sum(int ks, float (&acc)[MV_RPW][MAXT]) {
     }
 }
 
+// Lane 0 of a row group's first warp writes its rows r0.. (those below `rows`; a group moved
+// back to end at the last row also holds rows of the group before it) for the first nt
+// activation rows, activation row t to y row `y_row(t)`.
+template <int MAXT, class Y>
+__device__ __forceinline__ void store_rows(float* __restrict__ y, const float (&acc)[MV_RPW][MAXT], int rl, int r0,
+                                           int rows, int nt, int part, Y y_row) {
+    if (part == 0 && (threadIdx.x & 31) == 0) {
+#pragma unroll
+        for (int r = 0; r < MV_RPW; ++r) {
+            const int row = rl + r;
+            if (row >= r0 && row < rows) {
+#pragma unroll
+                for (int t = 0; t < MAXT; ++t)
+                    if (t < nt) y[(long long)y_row(t) * rows + row] = acc[r][t];
+            }
+        }
+    }
+}
+
 // y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
 // each group computes MV_RPW consecutive rows. Several warps split a row group when there are
 // too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers); matvec_*
@@ -982,17 +1001,7 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __res
         row_dot<W, MAXT>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
                          r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc);
         group_sum<MAXT>(ks, acc);
-        if (part == 0 && (threadIdx.x & 31) == 0) {
-#pragma unroll
-            for (int r = 0; r < MV_RPW; ++r) {
-                const int row = rl + r;
-                if (row >= r0 && row < rows) {
-#pragma unroll
-                    for (int t = 0; t < MAXT; ++t)
-                        if (t < nt) y[(long long)(t0 + t) * rows + row] = acc[r][t];
-                }
-            }
-        }
+        store_rows<MAXT>(y, acc, rl, r0, rows, nt, part, [&](int t) { return t0 + t; });
     }
 }
 
@@ -1149,17 +1158,7 @@ __device__ __forceinline__ void matvec_tiles(const u8* __restrict__ w, const u8*
         row_dot<W, MV_TOK>(wrow, row_bytes, cols, PickedRows{act, act_stride, x_row}, r0 < rows ? nt : 0,
                            min(MV_RPW, rows - rl), ks, part, acc);
         group_sum<MV_TOK>(ks, acc);
-        if (part == 0 && (threadIdx.x & 31) == 0) {
-#pragma unroll
-            for (int r = 0; r < MV_RPW; ++r) {
-                const int row = rl + r;
-                if (row >= r0 && row < rows) {
-#pragma unroll
-                    for (int t = 0; t < MV_TOK; ++t)
-                        if (t < nt) y[(long long)out_row[t] * rows + row] = acc[r][t];
-                }
-            }
-        }
+        store_rows<MV_TOK>(y, acc, rl, r0, rows, nt, part, [&](int t) { return out_row[t]; });
     }
 }
 

@@ -286,6 +286,16 @@ enum Act<'a> {
     Quant(&'a CudaSlice<u8>),
 }
 
+impl<'a> Act<'a> {
+    /// Passes the activation as the kernel's next argument.
+    fn push(&self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        match *self {
+            Act::F32(s) => b.arg(s),
+            Act::Quant(s) => b.arg(s),
+        };
+    }
+}
+
 /// Quantizes `rows × cols` of `x` to `k.partner` (into the scratch in `slot`) and returns the
 /// activation the product kernels read, with its row stride in bytes.
 fn activation<'a>(
@@ -397,10 +407,7 @@ pub(crate) fn matmul(
     let f = be.func(Family::Quant, name)?;
     let mut b = be.stream.launch_builder(&f);
     b.arg(&w.data);
-    match &act {
-        Act::F32(s) => b.arg(*s),
-        Act::Quant(s) => b.arg(*s),
-    };
+    act.push(&mut b);
     b.arg(&mut y.data)
         .arg(&cols_i)
         .arg(&rows_i)
@@ -475,10 +482,7 @@ pub(crate) fn mul_mat_id(
         let f = be.func(Family::Quant, k.matvec)?;
         let mut b = be.stream.launch_builder(&f);
         b.arg(&w.data);
-        match &act {
-            Act::F32(s) => b.arg(*s),
-            Act::Quant(s) => b.arg(*s),
-        };
+        act.push(&mut b);
         b.arg(&mut y.data)
             .arg(&cols_i)
             .arg(&rows_i)
@@ -497,10 +501,7 @@ pub(crate) fn mul_mat_id(
     let f = be.func(Family::Quant, k.mmid)?;
     let mut b = be.stream.launch_builder(&f);
     b.arg(&w.data).arg(&ids.data);
-    match &act {
-        Act::F32(s) => b.arg(*s),
-        Act::Quant(s) => b.arg(*s),
-    };
+    act.push(&mut b);
     b.arg(&mut y.data)
         .arg(&cols_i)
         .arg(&rows_i)
