@@ -24,7 +24,8 @@ pub struct CudaBackend {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     info: DeviceInfo,
-    modules: HashMap<Family, Arc<CudaModule>>,
+    /// Each family's programs (quant.cu is several, compile.rs), searched in order by name.
+    modules: HashMap<Family, Vec<Arc<CudaModule>>>,
     funcs: Mutex<HashMap<&'static str, CudaFunction>>,
     /// Recorded steps by key; `None` when graphs are off (eager execution).
     graphs: Option<Mutex<HashMap<u64, Recording>>>,
@@ -95,13 +96,17 @@ impl CudaBackend {
         let stream = ctx.new_stream().map_err(dev("creating a CUDA stream"))?;
         let arch = compile::arch_for(info.compute_capability.0, info.compute_capability.1);
         let mut modules = HashMap::new();
-        for fam in Family::ALL {
-            let (ptx, _cached) = compile::compile(fam, &arch, &info.driver)?;
-            let m = ctx.load_module(ptx).map_err(|e| CoreError::Device {
-                op: "loading CUDA kernels",
-                msg: format!("kernels/{}: {e}", fam.file()),
-            })?;
-            modules.insert(fam, m);
+        for (fam, ptxs) in compile::compile_all(&arch, &info.driver)? {
+            let ms = ptxs
+                .into_iter()
+                .map(|ptx| {
+                    ctx.load_module(ptx).map_err(|e| CoreError::Device {
+                        op: "loading CUDA kernels",
+                        msg: format!("kernels/{}: {e}", fam.file()),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            modules.insert(fam, ms);
         }
         tracing::info!(
             device = %info.name,
@@ -180,12 +185,20 @@ impl CudaBackend {
         if let Some(f) = funcs.get(name) {
             return Ok(f.clone());
         }
-        let f = self.modules[&fam]
-            .load_function(name)
-            .map_err(|e| CoreError::Device {
-                op: "loading a CUDA kernel",
-                msg: format!("{name} in kernels/{}: {e}", fam.file()),
-            })?;
+        let mut last = None;
+        let found = self.modules[&fam]
+            .iter()
+            .find_map(|m| match m.load_function(name) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    last = Some(e);
+                    None
+                }
+            });
+        let f = found.ok_or_else(|| CoreError::Device {
+            op: "loading a CUDA kernel",
+            msg: format!("{name} in kernels/{}: {last:?}", fam.file()),
+        })?;
         funcs.insert(name, f.clone());
         Ok(f)
     }

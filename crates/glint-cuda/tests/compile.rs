@@ -16,16 +16,21 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
             sc.spawn(move || {
                 for fam in Family::ALL {
                     match compile(fam, arch, "test") {
-                        Ok((ptx, cached)) => {
-                            assert!(!cached);
-                            let text = ptx.to_src();
-                            assert!(
-                                text.contains(".entry"),
-                                "{arch} {}: no kernel entry in the PTX",
-                                fam.file()
-                            );
+                        Ok(parts) => {
+                            assert_eq!(parts.len(), fam.parts(), "{}", fam.file());
+                            let mut all = String::new();
+                            for (i, (ptx, cached)) in parts.iter().enumerate() {
+                                assert!(!cached);
+                                let text = ptx.to_src();
+                                assert!(
+                                    text.contains(".entry"),
+                                    "{arch} {} part {i}: no kernel entry in the PTX",
+                                    fam.file()
+                                );
+                                all.push_str(&text);
+                            }
                             if fam == Family::Quant {
-                                quant_entries(arch, &text);
+                                quant_entries(arch, &all);
                             }
                         }
                         Err(e) => panic!("{arch}: {e}"),
@@ -36,8 +41,15 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
     });
 }
 
-/// quant.cu's kernels of each kind the Rust table (src/quant.rs) names, by a sample of types.
+/// quant.cu's kernels of each kind the Rust table (src/quant.rs) names, by a sample of types,
+/// across its programs; and each type's kernels in exactly one of them.
 fn quant_entries(arch: &str, text: &str) {
+    for ty in ["f32", "q4_k", "q6_k", "iq1_m", "iq4_xs"] {
+        for kind in ["matvec", "matvec1", "mmid", "get_rows"] {
+            let n = text.matches(&format!(".entry {kind}_{ty}(")).count();
+            assert_eq!(n, 1, "{arch}: {kind}_{ty} in {n} of quant.cu's programs");
+        }
+    }
     for name in [
         "quantize_act_q8_0",
         "quantize_act_q8_1",
@@ -48,6 +60,7 @@ fn quant_entries(arch: &str, text: &str) {
         "matvec1_q4_k",
         "matvec1_f32",
         "mmid_iq2_xxs",
+        "mmid_group",
         "get_rows_q6_k",
     ] {
         assert!(
