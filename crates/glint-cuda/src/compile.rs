@@ -61,7 +61,6 @@ impl Family {
         }
     }
 
-    /// The full text handed to NVRTC.
     /// Programs the family is compiled as (see the module doc).
     pub fn parts(self) -> usize {
         if self == Family::Quant {
@@ -93,6 +92,7 @@ impl Family {
             .collect()
     }
 
+    /// The full text handed to NVRTC.
     pub fn source(self) -> String {
         let mut s = String::from(include_str!("../../../kernels/common.cuh"));
         if self == Family::Quant {
