@@ -19,8 +19,19 @@ fn tiny() -> String {
 
 #[test]
 fn serve_answers_and_drains_on_sigterm() {
+    answers_and_drains_on_sigterm(&[]);
+}
+
+/// The same with two rank threads: the leader's drain ends the follower too.
+#[test]
+fn serve_tp2_answers_and_drains_on_sigterm() {
+    answers_and_drains_on_sigterm(&["--tp", "2"]);
+}
+
+fn answers_and_drains_on_sigterm(extra: &[&str]) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
         .args(["serve", "-m", &tiny(), "--port", "0", "--max-seqs", "2"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -82,4 +93,18 @@ fn serve_refuses_a_context_beyond_the_model() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--ctx 100000") && e.contains("4096"), "{e}");
+}
+
+#[test]
+fn serve_refuses_splits_it_cannot_make() {
+    let o = glint(&["serve", "-m", &tiny(), "--ep", "--port", "0"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--ep needs --tp 2 or more"), "{e}");
+    // The tiny model's 512-row output head does not split three ways: the error names the
+    // tensor, and the process exits instead of waiting on the other ranks.
+    let o = glint(&["serve", "-m", &tiny(), "--tp", "3", "--port", "0"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("output.weight") && e.contains("3 ranks"), "{e}");
 }

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::error::ApiError;
 use crate::metrics::{Histogram, TPOT_BUCKETS, TTFT_BUCKETS};
+use crate::ranks::{Mirror, Op, Parallel, RankGone};
 
 /// What a handler asks the engine for.
 #[derive(Debug, Clone)]
@@ -184,13 +185,18 @@ pub enum EngineError {
     Spawn(#[from] std::io::Error),
 }
 
-/// Starts the engine thread on `gguf` and waits until the model is loaded.
+/// Starts the engine thread on `gguf` and waits until the model is loaded (on every rank
+/// with `parallel.tp` > 1: crate::ranks).
 pub fn start(
     gguf: Arc<Gguf>,
     cfg: SchedulerConfig,
     queue: usize,
     device: crate::Device,
+    parallel: Parallel,
 ) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
+    if parallel.tp > 1 {
+        return crate::ranks::start(gguf, cfg, queue, device, parallel);
+    }
     match device {
         crate::Device::Cpu => start_on(gguf, cfg, queue, || Ok(CpuBackend::new())),
         #[cfg(feature = "cuda")]
@@ -204,51 +210,81 @@ pub fn start(
     }
 }
 
-/// [`start`] on the backend `make` opens, on the engine thread (a GPU context lives there).
+/// One model on the backend `make` opens (on the engine thread: a GPU context lives there).
 fn start_on<B: Backend + 'static>(
     gguf: Arc<Gguf>,
     cfg: SchedulerConfig,
     queue: usize,
     make: impl FnOnce() -> Result<B, String> + Send + 'static,
 ) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
+    start_with(gguf, cfg, queue, move |gguf, body| {
+        let backend = match make() {
+            Ok(b) => b,
+            Err(e) => return body.failed(format!("opening the device: {e}")),
+        };
+        let model = match Model::load(gguf, backend) {
+            Ok(m) => m,
+            Err(e) => return body.failed(format!("loading the model: {e}")),
+        };
+        match Scheduler::new(&model, cfg) {
+            Ok(sched) => body.serve(sched, model.config().n_vocab, Mirror::default()),
+            Err(e) => body.failed(format!("sizing the scheduler: {e}")),
+        }
+    })
+}
+
+/// What the engine thread's `launch` gets: it loads the model (however it is split) and then
+/// hands the scheduler to [`Body::serve`], or reports why it could not with [`Body::failed`].
+pub(crate) struct Body {
+    ready: std::sync::mpsc::Sender<Result<EngineInfo, String>>,
+    rx: mpsc::Receiver<Submit>,
+    stats: Arc<EngineStats>,
+    lookahead: usize,
+}
+
+impl Body {
+    /// Reports the engine ready and runs the loop until every handle is gone.
+    pub(crate) fn serve<B: Backend>(
+        self,
+        sched: Scheduler<'_, '_, B>,
+        n_vocab: usize,
+        mirror: Mirror,
+    ) {
+        let info = EngineInfo {
+            max_request_tokens: sched.request_capacity(),
+            n_vocab,
+        };
+        let _alive = AliveGuard(self.stats.clone());
+        self.stats.alive.store(true, Ordering::SeqCst);
+        publish(&sched, &self.stats);
+        let _ = self.ready.send(Ok(info));
+        run(sched, self.rx, &self.stats, self.lookahead, &mirror);
+    }
+
+    pub(crate) fn failed(self, why: String) {
+        let _ = self.ready.send(Err(why));
+    }
+}
+
+/// Starts the engine thread, which runs `launch`, and waits until it has loaded the model.
+pub(crate) fn start_with(
+    gguf: Arc<Gguf>,
+    cfg: SchedulerConfig,
+    queue: usize,
+    launch: impl FnOnce(&Gguf, Body) + Send + 'static,
+) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
     let (tx, rx) = mpsc::channel::<Submit>(queue.max(1));
     let stats = Arc::new(EngineStats::default());
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<EngineInfo, String>>();
-    let thread_stats = stats.clone();
+    let (ready, ready_rx) = std::sync::mpsc::channel::<Result<EngineInfo, String>>();
+    let body = Body {
+        ready,
+        rx,
+        stats: stats.clone(),
+        lookahead: cfg.max_seqs,
+    };
     let join = std::thread::Builder::new()
         .name("glint-engine".into())
-        .spawn(move || {
-            let backend = match make() {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("opening the device: {e}")));
-                    return;
-                }
-            };
-            let model = match Model::load(&gguf, backend) {
-                Ok(m) => m,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("loading the model: {e}")));
-                    return;
-                }
-            };
-            let sched = match Scheduler::new(&model, cfg) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("sizing the scheduler: {e}")));
-                    return;
-                }
-            };
-            let info = EngineInfo {
-                max_request_tokens: sched.request_capacity(),
-                n_vocab: model.config().n_vocab,
-            };
-            let _alive = AliveGuard(thread_stats.clone());
-            thread_stats.alive.store(true, Ordering::SeqCst);
-            publish(&sched, &thread_stats);
-            let _ = ready_tx.send(Ok(info));
-            run(sched, rx, &thread_stats, cfg.max_seqs);
-        })?;
+        .spawn(move || launch(&gguf, body))?;
     let info = match ready_rx.recv() {
         Ok(Ok(info)) => info,
         Ok(Err(e)) => return Err(EngineError::Load(e)),
@@ -299,30 +335,49 @@ fn publish<B: Backend>(s: &Scheduler<'_, '_, B>, stats: &EngineStats) {
 }
 
 /// The loop: take work (blocking only when idle), drop requests nobody reads any more, step,
-/// route events. Ends when every handle is gone and no work is left.
+/// route events. Ends when every handle is gone and no work is left, or (with `--tp`) when a
+/// rank stops. Every scheduler operation is sent to `mirror`'s followers first.
 fn run<B: Backend>(
     mut sched: Scheduler<'_, '_, B>,
     mut rx: mpsc::Receiver<Submit>,
     stats: &EngineStats,
     lookahead: usize,
+    mirror: &Mirror,
 ) {
     let mut live: HashMap<u64, Live> = HashMap::new();
+    if let Err(e) = serve_loop(&mut sched, &mut rx, stats, lookahead, mirror, &mut live) {
+        tracing::error!(error = %e, "the engine stops");
+        for (_, l) in live.drain() {
+            let _ = l.tx.try_send(Out::Error(format!("engine stopped: {e}")));
+        }
+    }
+    publish(&sched, stats);
+}
+
+fn serve_loop<B: Backend>(
+    sched: &mut Scheduler<'_, '_, B>,
+    rx: &mut mpsc::Receiver<Submit>,
+    stats: &EngineStats,
+    lookahead: usize,
+    mirror: &Mirror,
+    live: &mut HashMap<u64, Live>,
+) -> Result<(), Stop> {
     let mut closed = false;
     loop {
         if sched.pending() == 0 {
             if closed {
-                break;
+                return Ok(());
             }
             match rx.blocking_recv() {
-                Some(m) => accept(&mut sched, &mut live, m, stats),
-                None => break,
+                Some(m) => accept(sched, live, m, stats, mirror)?,
+                None => return Ok(()),
             }
         }
         // Keep a few requests queued in the scheduler so admission never waits on the
         // channel; the rest stay in the bounded channel, which is what makes it fill up.
         while !closed && sched.waiting() < lookahead.max(1) {
             match rx.try_recv() {
-                Ok(m) => accept(&mut sched, &mut live, m, stats),
+                Ok(m) => accept(sched, live, m, stats, mirror)?,
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
             }
@@ -334,19 +389,17 @@ fn run<B: Backend>(
             .collect();
         for id in gone {
             live.remove(&id);
-            if let Err(e) = sched.cancel(id) {
-                tracing::error!(id, error = %e, "cancel failed");
-            } else {
-                tracing::debug!(id, "request cancelled (its reader went away)");
-            }
+            cancel(sched, id, mirror)?;
+            tracing::debug!(id, "request cancelled (its reader went away)");
         }
         if sched.pending() == 0 {
-            publish(&sched, stats);
+            publish(sched, stats);
             continue;
         }
         // Logprobs of this step's tokens, for the requests that asked (computed while the
         // logits row is at hand).
         let mut lps: HashMap<u64, TokenLogprobs> = HashMap::new();
+        mirror.send(|| Op::Step)?;
         let stepped = sched.step_observed(|id, row, token| {
             if let Some(k) = live.get(&id).and_then(|l| l.logprobs) {
                 lps.insert(id, token_logprobs(row, token, k));
@@ -355,35 +408,9 @@ fn run<B: Backend>(
         match stepped {
             Ok(events) => {
                 stats.steps.fetch_add(1, Ordering::Relaxed);
-                let now = Instant::now();
-                for e in events {
-                    match e {
-                        Event::Token { id, token } => {
-                            stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
-                            if let Some(l) = live.get_mut(&id) {
-                                l.sampled(now, stats);
-                                // Capacity covers every token, so only a gone reader fails;
-                                // the next pass cancels it.
-                                let _ = l.tx.try_send(Out::Token {
-                                    token,
-                                    logprobs: lps.remove(&id),
-                                });
-                            }
-                        }
-                        Event::Finished { id, reason } => {
-                            if let Some(mut l) = live.remove(&id) {
-                                if let Finish::Stop(_) = reason {
-                                    // The end-of-turn token was sampled too.
-                                    stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
-                                    l.sampled(now, stats);
-                                }
-                                let _ = l.tx.try_send(Out::Finished(reason));
-                            }
-                        }
-                    }
-                }
+                route(events, live, &mut lps, stats);
             }
-            Err(e) => {
+            Err(e) if mirror.is_empty() => {
                 // A failed step leaves no request in a known state: fail them all, free all.
                 tracing::error!(error = %e, "engine step failed");
                 for (id, l) in live.drain() {
@@ -392,10 +419,87 @@ fn run<B: Backend>(
                     let _ = sched.cancel(id);
                 }
             }
+            // The ranks' schedulers may no longer agree: stop them all.
+            Err(e) => return Err(Stop::Step(e.to_string())),
         }
-        publish(&sched, stats);
+        publish(sched, stats);
     }
-    publish(&sched, stats);
+}
+
+/// Why the engine loop ended early.
+#[derive(Debug)]
+enum Stop {
+    Rank(RankGone),
+    Step(String),
+    Cancel(String),
+}
+
+impl From<RankGone> for Stop {
+    fn from(e: RankGone) -> Self {
+        Stop::Rank(e)
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Rank(e) => e.fmt(f),
+            Stop::Step(e) => write!(f, "a tensor-parallel step failed: {e}"),
+            Stop::Cancel(e) => write!(f, "cancelling a request failed: {e}"),
+        }
+    }
+}
+
+fn cancel<B: Backend>(
+    sched: &mut Scheduler<'_, '_, B>,
+    id: u64,
+    mirror: &Mirror,
+) -> Result<(), Stop> {
+    mirror.send(|| Op::Cancel(id))?;
+    match sched.cancel(id) {
+        Ok(_) => Ok(()),
+        Err(e) if mirror.is_empty() => {
+            tracing::error!(id, error = %e, "cancel failed");
+            Ok(())
+        }
+        Err(e) => Err(Stop::Cancel(e.to_string())),
+    }
+}
+
+/// Sends a step's events to their requests' channels.
+fn route(
+    events: Vec<Event>,
+    live: &mut HashMap<u64, Live>,
+    lps: &mut HashMap<u64, TokenLogprobs>,
+    stats: &EngineStats,
+) {
+    let now = Instant::now();
+    for e in events {
+        match e {
+            Event::Token { id, token } => {
+                stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+                if let Some(l) = live.get_mut(&id) {
+                    l.sampled(now, stats);
+                    // Capacity covers every token, so only a gone reader fails; the next
+                    // pass cancels it.
+                    let _ = l.tx.try_send(Out::Token {
+                        token,
+                        logprobs: lps.remove(&id),
+                    });
+                }
+            }
+            Event::Finished { id, reason } => {
+                if let Some(mut l) = live.remove(&id) {
+                    if let Finish::Stop(_) = reason {
+                        // The end-of-turn token was sampled too.
+                        stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+                        l.sampled(now, stats);
+                    }
+                    let _ = l.tx.try_send(Out::Finished(reason));
+                }
+            }
+        }
+    }
 }
 
 /// A request the engine holds: where its events go, and its timing.
@@ -422,9 +526,10 @@ fn accept<B: Backend>(
     live: &mut HashMap<u64, Live>,
     m: Submit,
     stats: &EngineStats,
-) {
+    mirror: &Mirror,
+) -> Result<(), RankGone> {
     if m.tx.is_closed() {
-        return; // gone while queued
+        return Ok(()); // gone while queued
     }
     let n_prompt = m.req.prompt.len() as u64;
     let (logprobs, arrived) = (m.req.logprobs, m.req.arrived);
@@ -435,6 +540,7 @@ fn accept<B: Backend>(
         sampler: m.req.sampler,
         stop_tokens: m.req.stop_tokens,
     };
+    mirror.send(|| Op::Submit(req.clone()))?;
     match sched.submit(req) {
         Ok(()) => {
             stats.prompt_tokens.fetch_add(n_prompt, Ordering::Relaxed);
@@ -452,4 +558,5 @@ fn accept<B: Backend>(
             let _ = m.tx.try_send(Out::Error(e.to_string()));
         }
     }
+    Ok(())
 }

@@ -19,6 +19,7 @@ pub mod api;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod ranks;
 pub mod text;
 pub mod tools;
 
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     pub body_timeout: std::time::Duration,
     /// Where the model runs.
     pub device: Device,
+    /// How it is split across devices (`--tp N [--ep]`).
+    pub parallel: ranks::Parallel,
 }
 
 /// A device for the engine: the CPU, or CUDA GPU N (needs the `cuda` feature).
@@ -254,10 +257,10 @@ pub async fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "glm-5".into())
     });
-    let (sched, queue, device) = (cfg.scheduler, cfg.queue, cfg.device);
+    let (sched, queue, device, parallel) = (cfg.scheduler, cfg.queue, cfg.device, cfg.parallel);
     let g = gguf.clone();
     let (engine, engine_thread) =
-        tokio::task::spawn_blocking(move || engine::start(g, sched, queue, device))
+        tokio::task::spawn_blocking(move || engine::start(g, sched, queue, device, parallel))
             .await
             .map_err(|e| ServerError::Template(format!("engine start panicked: {e}")))??;
     let state = Arc::new(AppState {

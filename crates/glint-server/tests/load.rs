@@ -13,6 +13,7 @@ mod load;
 
 use common::*;
 use glint_engine::scheduler::SchedulerConfig;
+use glint_server::ranks::Parallel;
 use load::{LoadSpec, Outcome};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,6 +25,38 @@ async fn a_thousand_streams_with_preemption_and_hangups_all_answer_as_alone() {
         disconnect_every: 10,
         rate: 0.0,
     };
+    streams_answer_as_alone(spec, Parallel::default()).await;
+}
+
+/// `--tp 2`: two rank threads, each with its shard and its own pool, the follower replaying
+/// the leader's scheduling — under the same preemption, prefix sharing and hang-ups, every
+/// answer is still the single unsplit model's (`glint_engine::generate`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tensor_parallel_streams_with_preemption_and_hangups_answer_as_alone() {
+    let spec = LoadSpec {
+        requests: 192,
+        distinct: 24,
+        max_tokens: 16,
+        disconnect_every: 10,
+        rate: 0.0,
+    };
+    streams_answer_as_alone(spec, Parallel { tp: 2, ep: false }).await;
+}
+
+/// `--tp 2 --ep`: the routed experts split whole across the two ranks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expert_parallel_streams_answer_as_alone() {
+    let spec = LoadSpec {
+        requests: 96,
+        distinct: 24,
+        max_tokens: 16,
+        disconnect_every: 10,
+        rate: 0.0,
+    };
+    streams_answer_as_alone(spec, Parallel { tp: 2, ep: true }).await;
+}
+
+async fn streams_answer_as_alone(spec: LoadSpec, parallel: Parallel) {
     let want = load::alone(
         &model_path(),
         &load::prompts(spec.distinct),
@@ -32,6 +65,7 @@ async fn a_thousand_streams_with_preemption_and_hangups_all_answer_as_alone() {
     let longest = want.iter().map(|w| w.0).max().unwrap() + spec.max_tokens;
     let mut cfg = config();
     cfg.queue = spec.requests;
+    cfg.parallel = parallel;
     cfg.scheduler = SchedulerConfig {
         max_tokens: 64,
         max_seqs: 32,

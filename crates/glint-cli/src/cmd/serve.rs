@@ -50,6 +50,14 @@ pub struct Args {
     /// (a slower body: 408 and the connection closed; slower headers: the connection closed).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
     pub body_timeout: f64,
+    /// Tensor parallelism over N ranks, each with its shard of the weights and its own KV
+    /// pool (CPU: rank threads of this process; `--device cuda:D`: GPUs D..D+N of this node,
+    /// through NCCL). Every rank replays rank 0's scheduling, so answers equal --tp 1's.
+    #[arg(long, default_value_t = 1, value_parser = super::tp::parse_tp)]
+    pub tp: usize,
+    /// With --tp: split the routed experts whole across the ranks (expert parallelism).
+    #[arg(long)]
+    pub ep: bool,
     #[command(flatten)]
     pub session: super::session::SessionArgs,
 }
@@ -102,7 +110,16 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     if kv < ctx {
         return Err(ServeError::PoolTooSmall { kv, ctx }.into());
     }
-    super::memory::check_kv_cache(&cfg, kv, "--kv-tokens", &args.model)?;
+    if args.ep && args.tp < 2 {
+        return Err(super::tp::TpCliError::EpAlone.into());
+    }
+    // On the CPU every rank thread holds a whole pool in RAM (the latent cache is not split
+    // by heads).
+    let (pools, flag) = match args.session.device {
+        super::session::Device::Cpu if args.tp > 1 => (args.tp, "--kv-tokens x --tp"),
+        _ => (1, "--kv-tokens"),
+    };
+    super::memory::check_kv_cache(&cfg, kv.saturating_mul(pools), flag, &args.model)?;
     let opts = args.session.options(ctx);
     let block_size = SessionOptions::DEFAULT_BLOCK_SIZE;
     let server = ServerConfig {
@@ -134,6 +151,15 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             super::session::Device::Cpu => glint_server::Device::Cpu,
             super::session::Device::Cuda(n) => glint_server::Device::Cuda(n),
         },
+        parallel: glint_server::ranks::Parallel {
+            tp: args.tp,
+            ep: args.ep,
+        },
+    };
+    let tp_note = match (args.tp, args.ep) {
+        (1, _) => String::new(),
+        (n, false) => format!(", --tp {n}"),
+        (n, true) => format!(", --tp {n} --ep"),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -142,8 +168,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
     rt.block_on(async move {
         let s = glint_server::start(server).await?;
         eprintln!(
-            "glint serve: http://{} (model `{}`, {} sequences, {} tokens per request, {} in the pool)",
-            s.addr, s.state.model_id, max_seqs, ctx, kv
+            "glint serve: http://{} (model `{}`, {} sequences, {} tokens per request, {} in the pool{})",
+            s.addr, s.state.model_id, max_seqs, ctx, kv, tp_note
         );
         s.run_until_signal().await?;
         Ok::<_, glint_server::ServerError>(())

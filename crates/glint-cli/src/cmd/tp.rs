@@ -43,7 +43,7 @@ pub struct TpArgs {
     pub rdzv_timeout: f32,
 }
 
-fn parse_tp(s: &str) -> Result<usize, String> {
+pub(super) fn parse_tp(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=64).contains(&n) => Ok(n),
         _ => Err(format!("`{s}` is outside the allowed range 1..=64")),

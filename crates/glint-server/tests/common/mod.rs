@@ -38,6 +38,7 @@ pub fn config() -> ServerConfig {
         max_body_bytes: 64 << 10,
         body_timeout: std::time::Duration::from_secs(30),
         device: Default::default(),
+        parallel: Default::default(),
     }
 }
 
