@@ -215,26 +215,34 @@ pub(crate) unsafe fn dot_tile(
 ) {
     let rb = w.row_bytes();
     let row = |r: usize| &w.data[w_base + r * rb..w_base + (r + 1) * rb];
-    // Row tiles outermost: each weight row is read from memory once per call and then served
-    // from L1/L2 for every activation tile; the activations (a few KB per row) stay in L2.
+    let cols_k = dot::cols_kernel(w.ty);
+    let act_row = |a: usize| &act[a * stride..(a + 1) * stride];
     for rt in (r0..r1).step_by(ROW_TILE) {
         for bt in (0..n_slots).step_by(BATCH_TILE) {
             let bt_end = (bt + BATCH_TILE).min(n_slots);
             for r in rt..(rt + ROW_TILE).min(r1) {
                 let wr = row(r);
-                for i in bt..bt_end {
+                let mut i = bt;
+                if let Some(ck) = cols_k {
+                    while i + dot::COLS <= bt_end {
+                        let s: [(usize, usize); dot::COLS] = std::array::from_fn(|j| slot(i + j));
+                        let mut v = [0.0f32; dot::COLS];
+                        ck(w.cols, wr, s.map(|(a, _)| act_row(a)), &mut v);
+                        for ((_, o), v) in s.into_iter().zip(v) {
+                            *out.0.add(o * out_stride + r) = v;
+                        }
+                        i += dot::COLS;
+                    }
+                }
+                for i in i..bt_end {
                     let (a, o) = slot(i);
-                    *out.0.add(o * out_stride + r) =
-                        k(w.cols, wr, &act[a * stride..(a + 1) * stride]);
+                    *out.0.add(o * out_stride + r) = k(w.cols, wr, act_row(a));
                 }
             }
         }
     }
 }
 
-/// y[b][r] = sum_c W[r][c] * x[b][c]; `x` is `batch` rows of `cols` f32, `y` is `batch` rows of
-/// `rows` f32. Activations are quantized to the weight type's vec_dot partner exactly as
-/// llama.cpp does on x86. Runs on the current rayon pool, split by rows.
 pub fn matmul(
     w: &QWeight,
     x: &[f32],

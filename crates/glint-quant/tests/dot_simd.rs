@@ -225,3 +225,45 @@ fn rows_kernels_equal_single_row_bits() {
     }
     eprintln!("{covered} (type, family) multi-row kernels checked");
 }
+
+/// A multi-token kernel gives each token bit for bit what the single kernel of its family
+/// gives that token alone (what keeps a prefill chunk's rows equal to decoding them one by one).
+#[test]
+fn cols_kernels_equal_single_token_bits() {
+    let mut covered = 0;
+    for isa in Isa::all_available() {
+        for &ty in SIMD_TYPES {
+            let Some(ck) = dot::cols_kernel_for(ty, isa) else {
+                continue;
+            };
+            let single = dot::kernel_for(ty, isa).unwrap();
+            let partner = dot::partner_type(ty).unwrap();
+            // Odd block counts too: Q8_0 takes blocks in pairs and the last one alone.
+            for blocks in [1usize, 2, 5, 7] {
+                let n = ty.block_size() * blocks;
+                let mut rng = Rng::new((ty as u64) << 8 | blocks as u64);
+                let w = random_weights(ty, n, &mut rng);
+                let acts: Vec<Vec<u8>> = (0..dot::COLS)
+                    .map(|_| {
+                        let x = random_activations(n, &mut rng);
+                        let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
+                        dot::quantize_activation(partner, &x, &mut act).unwrap();
+                        act
+                    })
+                    .collect();
+                let mut out = [f32::NAN; dot::COLS];
+                ck(n, &w, std::array::from_fn(|t| &acts[t][..]), &mut out);
+                for (t, got) in out.iter().enumerate() {
+                    let want = single(n, &w, &acts[t]);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty} {isa:?} blocks {blocks} token {t}"
+                    );
+                }
+            }
+            covered += 1;
+        }
+    }
+    eprintln!("{covered} (type, family) multi-token kernels checked");
+}

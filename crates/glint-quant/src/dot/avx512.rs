@@ -11,7 +11,7 @@ use glint_gguf::GgmlType;
 
 use super::avx2::blocks;
 use super::x86_util::*;
-use super::VecDotFn;
+use super::{VecDotColsFn, VecDotFn, COLS};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 
 /// The AVX-512 kernel for `ty`, if there is one.
@@ -29,6 +29,34 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         _ => return None,
     })
 }
+
+/// The AVX-512 multi-token kernel for `ty`, if there is one: bit for bit [`kernel`]`(ty)` on
+/// each token.
+pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
+    match ty {
+        GgmlType::Q4_K => Some(q4_k_cols),
+        GgmlType::Q6_K => Some(q6_k_cols),
+        GgmlType::Q8_0 => Some(q8_0_cols),
+        _ => None,
+    }
+}
+
+macro_rules! safe_cols_kernel {
+    ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
+        fn $name(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]) {
+            let nb = blocks(n, $qk, w, $wsize, a[0], $asize);
+            for t in &a[1..] {
+                blocks(n, $qk, w, $wsize, t, $asize);
+            }
+            // SAFETY: lengths checked above; AVX-512 F/BW/VL/VNNI checked by `cols_kernel_for`.
+            unsafe { $imp(nb, w.as_ptr(), a.map(|t| t.as_ptr()), out) }
+        }
+    };
+}
+
+safe_cols_kernel!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
+safe_cols_kernel!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
+safe_cols_kernel!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
 
 macro_rules! safe_kernel {
     ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
@@ -96,6 +124,41 @@ unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         );
     }
     sum
+}
+
+/// [`q8_0_impl`] for COLS activation rows: each pair of weight blocks is loaded and its signs
+/// taken once, then every token runs `q8_0_impl`'s operations on its own accumulator.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q8_0_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let mut acc = [_mm512_setzero_ps(); COLS];
+    let mut i = 0;
+    while i + 2 <= nb {
+        let (xa, xb) = (x.add(i * 34), x.add(i * 34 + 34));
+        prefetch_ahead(xa, 68);
+        let qx = join(load256(xa.add(2)), load256(xb.add(2)));
+        let (neg, ax) = (_mm512_movepi8_mask(qx), _mm512_abs_epi8(qx));
+        let (da, db) = (f16_at(xa), f16_at(xb));
+        for t in 0..COLS {
+            let (ya, yb) = (y[t].add(i * 34), y[t].add(i * 34 + 34));
+            let qy = join(load256(ya.add(2)), load256(yb.add(2)));
+            let d = join_ps(da * f16_at(ya), db * f16_at(yb));
+            let sy = _mm512_mask_sub_epi8(qy, neg, _mm512_setzero_si512(), qy);
+            let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
+        }
+        i += 2;
+    }
+    for t in 0..COLS {
+        let mut sum = _mm512_reduce_add_ps(acc[t]);
+        if i < nb {
+            sum += super::scalar_legacy::dot_q8_0(
+                32,
+                std::slice::from_raw_parts(x.add(i * 34), 34),
+                std::slice::from_raw_parts(y[t].add(i * 34), 34),
+            );
+        }
+        out[t] = sum;
+    }
 }
 
 /// Eight lanes of `a` then eight of `b`.
@@ -221,6 +284,45 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
 }
 
+/// [`q4_k_impl`] for COLS activation rows at once: each weight block's scales, mins and nibbles
+/// are decoded once, then every token runs exactly `q4_k_impl`'s operations on its own
+/// accumulators (so each result has the single-token kernel's bits).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q4_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let ctrl = k4_ctrl();
+    let mut acc = [_mm512_setzero_ps(); COLS];
+    let mut acc_min = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 144);
+        prefetch_ahead(xb, 144);
+        let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
+        let scales = k4_scale_vectors(&sc, &ctrl);
+        let w: [__m512i; 4] = std::array::from_fn(|j| nibbles64(xb.add(16 + 32 * j), m4));
+        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
+        for t in 0..COLS {
+            let yb = y[t].add(i * 292);
+            let yd = f32_at(yb);
+            let dmin = _mm256_set1_ps(yd * wdmin);
+            acc_min[t] = _mm256_fmadd_ps(
+                dmin,
+                _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
+                acc_min[t],
+            );
+            let mut sumi = _mm512_setzero_si512();
+            for (j, scale) in scales.iter().enumerate() {
+                let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w[j], q8), *scale);
+            }
+            let d = _mm512_set1_ps(yd * wd);
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc[t]);
+        }
+    }
+    for t in 0..COLS {
+        out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(acc_min[t]);
+    }
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
@@ -332,6 +434,98 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
     }
     _mm512_reduce_add_ps(acc) - hsum_ps(acc_bias)
+}
+
+/// [`q6_k_impl`] for COLS activation rows: each block's 6-bit codes and scale vectors are
+/// built once, then every token runs `q6_k_impl`'s operations on its own accumulators.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m3 = _mm512_set1_epi8(3);
+    // i16 lane index -> which of the 16 scales covers it: 128-bit lane L of the vector for
+    // half h, pair p holds elements of 16-group 8h + 4p + L.
+    let idx = |base: i16| {
+        _mm512_set_epi16(
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 3,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 2,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base + 1,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+            base,
+        )
+    };
+    let sel = [idx(0), idx(4), idx(8), idx(12)];
+    let mut acc = [_mm512_setzero_ps(); COLS];
+    let mut acc_bias = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 210);
+        prefetch_ahead(xb, 210);
+        let wd = f16_at(xb.add(208));
+        let sc = xb.add(192);
+        let sc16 =
+            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
+        let mut w = [_mm512_setzero_si512(); 4];
+        let mut s = [_mm512_setzero_si512(); 4];
+        for h in 0..2 {
+            let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
+            let qh = load256(xb.add(128 + 32 * h));
+            let qh2 = join(qh, _mm256_srli_epi16(qh, 2));
+            w[2 * h] = _mm512_or_si512(
+                _mm512_and_si512(ql, m4),
+                _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
+            );
+            w[2 * h + 1] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
+            );
+            s[2 * h] = _mm512_permutexvar_epi16(sel[2 * h], sc16);
+            s[2 * h + 1] = _mm512_permutexvar_epi16(sel[2 * h + 1], sc16);
+        }
+        for t in 0..COLS {
+            let yb = y[t].add(i * 292);
+            let d = f32_at(yb) * wd;
+            let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
+            acc_bias[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias[t]);
+            let mut sumi = _mm512_setzero_si512();
+            for h in 0..2 {
+                for p in 0..2 {
+                    let q8 = _mm512_loadu_si512(yb.add(4 + 128 * h + 64 * p) as *const _);
+                    let p16 = _mm512_maddubs_epi16(w[2 * h + p], q8);
+                    sumi = _mm512_dpwssd_epi32(sumi, p16, s[2 * h + p]);
+                }
+            }
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[t]);
+        }
+    }
+    for t in 0..COLS {
+        out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(acc_bias[t]);
+    }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]

@@ -63,6 +63,16 @@ pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// flight. Callers check lengths as for [`VecDotFn`].
 pub type VecDotRowsFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
 
+/// Activation rows a [`VecDotColsFn`] takes at once.
+pub const COLS: usize = 4;
+
+/// One weight row against [`COLS`] activation rows: `out[t]` is the dot product of `w` with
+/// `a[t]`, bit for bit what the family's [`VecDotFn`] gives for each alone (batch invariance).
+/// It exists for prefill and batched decode, where every weight block would otherwise be
+/// decoded again for each token: here it is decoded once for the [`COLS`]. Callers check
+/// lengths as for [`VecDotFn`].
+pub type VecDotColsFn = fn(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]);
+
 /// Which instruction-set family the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
@@ -236,6 +246,31 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
         let _ = ty;
         None
     }
+}
+
+/// The multi-token kernel family `isa` has for `ty`, if any; it agrees bit for bit with
+/// [`kernel_for`]`(ty, isa)` on every token. `None` means: call the single kernel per token.
+pub fn cols_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotColsFn> {
+    if !isa.available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Scalar | Isa::Avx2 => None,
+            Isa::Avx512 => avx512::cols_kernel(ty),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        None
+    }
+}
+
+/// The multi-token kernel [`isa`] selects for `ty`, if it has one.
+pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
+    cols_kernel_for(ty, isa())
 }
 
 /// The multi-row kernel [`isa`] selects for `ty`, if it has one.
