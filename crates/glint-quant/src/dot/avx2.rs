@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 use glint_gguf::GgmlType;
 
 use super::x86_util::*;
-use super::{VecDotFn, VecDotRowsFn};
+use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 
 /// The AVX2 kernel for `ty`, if there is one.
@@ -54,6 +54,33 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
         _ => return None,
     })
 }
+
+/// The AVX2 multi-token kernel for `ty`, if there is one (see [`super::VecDotColsFn`]).
+pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
+    use GgmlType::*;
+    Some(match ty {
+        Q8_0 => q8_0_cols,
+        Q4_K => q4_k_cols,
+        Q6_K => q6_k_cols,
+        _ => return None,
+    })
+}
+
+/// A [`VecDotColsFn`] over `$imp(nb, w, [a; COLS], out)`, lengths checked.
+macro_rules! cols_entry {
+    ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
+        fn $name(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]) {
+            let nb = blocks(n, $qk, w, $wsize, a[0], $asize);
+            for t in &a[1..] {
+                blocks(n, $qk, w, $wsize, t, $asize);
+            }
+            // SAFETY: lengths checked above; the kernel's instruction set is checked by
+            // `cols_kernel_for`.
+            unsafe { $imp(nb, w.as_ptr(), a.map(|t| t.as_ptr()), out) }
+        }
+    };
+}
+pub(super) use cols_entry;
 
 /// Asserts the rows hold `nb` blocks each; keeps the raw-pointer kernels in bounds.
 #[inline(always)]
@@ -124,6 +151,9 @@ rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
 // IQ4_XS too: two rows were faster from L2 but slower from DRAM (one core, 32768x8192: 6.3-6.5
 // against 7.7-7.9 GB/s for one row).
 rows_kernel!(iq4_xs, iq4_xs_rows, iq4_xs_impl, 1, 256, 136, 292);
+cols_entry!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
+cols_entry!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
+cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
 safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
@@ -153,6 +183,27 @@ unsafe fn q8_0_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
         }
     }
     acc.map(|a| hsum_ps(a))
+}
+
+/// [`q8_0_impl`] (one row) for COLS activation rows: each weight block loaded once, every
+/// token then running that kernel's operations on its own accumulator.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 34);
+        if i % 2 == 0 {
+            prefetch_ahead(xb, 64);
+        }
+        let (wd, qx) = (f16_at(xb), load256(xb.add(2)));
+        for (t, a) in acc.iter_mut().enumerate() {
+            let yb = y[t].add(i * 34);
+            let d = _mm256_set1_ps(wd * f16_at(yb));
+            let p = dot_i8_avx2(qx, load256(yb.add(2)));
+            *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *a);
+        }
+    }
+    *out = acc.map(|a| hsum_ps(a));
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -360,6 +411,52 @@ unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
     std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
 }
 
+/// [`q4_k_impl`] (one row) for COLS activation rows: a block's scales, mins and nibbles are
+/// decoded once, then each token runs that kernel's operations, in its order, on its own
+/// accumulators.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    let mut acc_min = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 144);
+        prefetch_ahead(xb, 144);
+        let (sc, mn) = k4_scales_mins_u64(xb.add(4));
+        let m = _mm_cvtsi64_si128(mn as i64);
+        let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+        let sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
+        let mut sumi = [_mm256_setzero_si256(); COLS];
+        for t in 0..COLS {
+            let yb = y[t].add(i * 292);
+            let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
+            let dmin = _mm256_set1_ps(f32_at(yb) * wdmin);
+            acc_min[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), acc_min[t]);
+        }
+        for j in 0..4 {
+            let q4 = load256(xb.add(16 + 32 * j));
+            let lo = _mm256_and_si256(q4, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            let sl = _mm256_shuffle_epi8(sc16, words(2 * j, 2 * j));
+            let sh = _mm256_shuffle_epi8(sc16, words(2 * j + 1, 2 * j + 1));
+            for (t, s) in sumi.iter_mut().enumerate() {
+                let yb = y[t].add(i * 292);
+                let pl =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j))), sl);
+                let ph =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j))), sh);
+                *s = _mm256_add_epi32(*s, _mm256_add_epi32(pl, ph));
+            }
+        }
+        for t in 0..COLS {
+            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    *out = std::array::from_fn(|t| hsum_ps(acc[t]) - hsum_ps(acc_min[t]));
+}
+
 /// Q5_K as Q4_K, the fifth bit of sub-block `2j` / `2j + 1` being bit `2j` / `2j + 1` of `qh`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
@@ -471,6 +568,63 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
         }
     }
     acc.map(|a| hsum_ps(a))
+}
+
+/// [`q6_k_impl`] (one row) for COLS activation rows: a block's 6-bit codes and scale words are
+/// built once per chunk, then each token runs that kernel's operations, in its order, on its
+/// own accumulators.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 210);
+        prefetch_ahead(xb, 210);
+        let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
+        let sc_half = [
+            _mm256_permute2x128_si256(s16, s16, 0x00),
+            _mm256_permute2x128_si256(s16, s16, 0x11),
+        ];
+        let sumi0 = |t: usize| {
+            let bsums = load256(y[t].add(i * 292 + 260));
+            _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(s16, bsums), 5),
+            )
+        };
+        let mut sumi: [__m256i; COLS] = std::array::from_fn(sumi0);
+        for h in 0..2 {
+            let qh = load256(xb.add(128 + 32 * h));
+            for k in 0..4 {
+                let ql = load256(xb.add(64 * h + 32 * (k % 2)));
+                let low = if k < 2 {
+                    _mm256_and_si256(ql, m4)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                };
+                let hm = _mm256_and_si256(qh, _mm256_set1_epi8((3u8 << (2 * k)) as i8));
+                let high = match k {
+                    0 => _mm256_slli_epi16(hm, 4),
+                    1 => _mm256_slli_epi16(hm, 2),
+                    2 => hm,
+                    _ => _mm256_srli_epi16(hm, 2),
+                };
+                let w = _mm256_or_si256(low, high);
+                let s = _mm256_shuffle_epi8(sc_half[h], words(2 * k, 2 * k + 1));
+                for (t, acc_i) in sumi.iter_mut().enumerate() {
+                    let q8 = load256(y[t].add(i * 292 + 4 + 128 * h + 32 * k));
+                    let p = _mm256_maddubs_epi16(w, q8);
+                    *acc_i = _mm256_add_epi32(*acc_i, _mm256_madd_epi16(p, s));
+                }
+            }
+        }
+        let wd = f16_at(xb.add(208));
+        for t in 0..COLS {
+            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    *out = acc.map(|a| hsum_ps(a));
 }
 
 /// The eight scales of an IQ4_XS block (bias 32 removed) as i16 words, in both 128-bit lanes:

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2::blocks;
+use super::avx2::{blocks, cols_entry};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, COLS};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
@@ -41,22 +41,9 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
     }
 }
 
-macro_rules! safe_cols_kernel {
-    ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
-        fn $name(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]) {
-            let nb = blocks(n, $qk, w, $wsize, a[0], $asize);
-            for t in &a[1..] {
-                blocks(n, $qk, w, $wsize, t, $asize);
-            }
-            // SAFETY: lengths checked above; AVX-512 F/BW/VL/VNNI checked by `cols_kernel_for`.
-            unsafe { $imp(nb, w.as_ptr(), a.map(|t| t.as_ptr()), out) }
-        }
-    };
-}
-
-safe_cols_kernel!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
-safe_cols_kernel!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
-safe_cols_kernel!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
+cols_entry!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
+cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
+cols_entry!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
 
 macro_rules! safe_kernel {
     ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {

@@ -257,7 +257,10 @@ pub fn cols_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotColsFn> {
     #[cfg(target_arch = "x86_64")]
     {
         match isa {
-            Isa::Scalar | Isa::Avx2 => None,
+            Isa::Scalar => None,
+            Isa::Avx2 => avx2::cols_kernel(ty),
+            // AVX2's only where AVX-512 falls back to the AVX2 single kernel, so both agree.
+            Isa::Avx512 if avx512::kernel(ty).is_none() => avx2::cols_kernel(ty),
             Isa::Avx512 => avx512::cols_kernel(ty),
         }
     }
