@@ -10,16 +10,22 @@
 // warp per head updates the running max and sum; each thread owns up to MLA_ACC output values
 // (head, dim) of the block in registers.
 // With one split the block writes out [n × n_heads × dv] (normalised); with more it writes its
-// unnormalised accumulator and (max, sum) to `part` for mla_combine.
+// unnormalised accumulator and (max, sum) to `part` for mla_combine. The grid is sized by the
+// step's key capacity (it is recorded in CUDA graphs), so a block whose chunk starts past the
+// token's keys writes only (max, sum) = (−∞, 0), and mla_combine never reads its accumulator.
 // Shared: (G + KT)·st + G·KT + 3·G floats (st = dk + 4 when dk % 4 == 0, else dk + 1), then KT
 // i64 rows.
 
 #define MLA_THREADS 256
 #define MLA_ACC 32
 #define MLA_KT 16
+// float4 query loads in flight per thread: GLM-5's 16 heads × 576 are 9 per thread, one round.
+#define MLA_QLD 12
 
 
-extern "C" __global__ void __launch_bounds__(MLA_THREADS)
+// Three blocks of 16 heads × 576 fit a Hopper SM's shared memory; the bound keeps registers
+// from lowering that.
+extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
     mla_attention(const float* q, const u8* kdata, long long krows, int kty, const u32* positions,
                   const u32* tables, long long n_table, const u32* token_seq, int max_blocks,
                   int block_size, const u32* sel, int has_sel, int n_sel, int n_heads, int dk, int dv,
@@ -53,9 +59,39 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     const long long L = use_sel ? (long long)n_sel : nk;
     const long long k_begin = (long long)split * chunk;
     const long long k_end = min(L, k_begin + chunk);
+    if (splits > 1 && k_begin >= L) {
+        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
+        for (int g = tid; g < hg; g += bd) {
+            ml[2 * g] = NEG_INF;
+            ml[2 * g + 1] = 0.0f;
+        }
+        return;
+    }
 
     const float* qg = q + ((long long)tok * n_heads + h0) * dk;
-    for (int e = tid; e < hg * dk; e += bd) qs[(e / dk) * st + e % dk] = qg[e];
+    if (vec4 && ((unsigned long long)qg & 15) == 0) {
+        // All of a thread's loads issued before any store: one memory latency, not one per value.
+        const int d4 = dk >> 2, n4 = hg * d4;
+        const float4* q4 = (const float4*)qg;
+        for (int e0 = tid; e0 < n4; e0 += bd * MLA_QLD) {
+            float4 v[MLA_QLD];
+#pragma unroll
+            for (int u = 0; u < MLA_QLD; u++) {
+                int e = e0 + u * bd;
+                if (e < n4) v[u] = q4[e];
+            }
+#pragma unroll
+            for (int u = 0; u < MLA_QLD; u++) {
+                int e = e0 + u * bd;
+                if (e < n4) {
+                    int g = e / d4;
+                    *(float4*)(qs + g * st + 4 * (e - g * d4)) = v[u];
+                }
+            }
+        }
+    } else {
+        for (int e = tid; e < hg * dk; e += bd) qs[(e / dk) * st + e % dk] = qg[e];
+    }
     for (int g = tid; g < G; g += bd) {
         m_sh[g] = NEG_INF;
         l_sh[g] = 0.0f;
@@ -121,15 +157,22 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
             }
         }
         __syncthreads();
+        // (head, dim) of idx kept by stepping, not dividing: 32 divisions fewer a tile, and no
+        // spill within the 80 registers of three blocks an SM.
+        int g = tid / dv, j = tid % dv;
 #pragma unroll
         for (int r = 0; r < MLA_ACC; r++) {
             int idx = tid + r * MLA_THREADS;
             if (idx < n_out) {
-                int g = idx / dv, j = idx % dv;
                 const float* pg = ps + g * MLA_KT;
                 float a = acc[r] * c_sh[g];
                 for (int kk = 0; kk < nt; kk++) a = fmaf(pg[kk], ks[kk * st + j], a);
                 acc[r] = a;
+            }
+            j += MLA_THREADS;
+            while (j >= dv) {
+                j -= dv;
+                g++;
             }
         }
         __syncthreads();
@@ -163,7 +206,9 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
 
 // Merges the splits of mla_attention: grid (n_tokens · n_groups, ⌈G·dv / MLA_THREADS⌉),
 // MLA_THREADS threads, one output value each; shared G · splits floats (each split's weight per
-// head, over the total sum).
+// head, over the total sum), then G ints (per head, 1 + the last split of nonzero weight).
+// Splits of weight 0 are skipped: an empty split's accumulator was never written, and for any
+// other a zero weight adds exactly nothing (the sum never holds −0), so skipping changes no bit.
 extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     mla_combine(const float* part, int n_heads, int dv, int G, int n_groups, int splits, float* out) {
     extern __shared__ float mlc_sm[];
@@ -174,7 +219,8 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     const int hg = min(G, n_heads - h0);
     const long long stride = (long long)G * (dv + 2);
     const float* pb = part + (long long)blockIdx.x * splits * stride;
-    float* wsh = mlc_sm;  // G × splits
+    float* wsh = mlc_sm;                    // G × splits
+    int* nz_sh = (int*)(mlc_sm + G * splits);  // G
     const int idx = blockIdx.y * bd + tid;
     // Only the heads this block's outputs touch.
     const int g_lo = (blockIdx.y * bd) / dv;
@@ -194,13 +240,25 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
         lsum = warp_sum(lsum);
         float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
         __syncwarp();
-        for (int z = lane; z < splits; z += 32) wsh[g * splits + z] *= inv;
+        int last = -1;
+        for (int z = lane; z < splits; z += 32) {
+            float w = wsh[g * splits + z] * inv;
+            wsh[g * splits + z] = w;
+            if (w != 0.0f) last = z;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+        if (lane == 0) nz_sh[g] = last + 1;
     }
     __syncthreads();
     if (idx >= hg * dv) return;
     const int g = idx / dv;
+    const int nz = nz_sh[g];
     float a = 0.0f;
 #pragma unroll 8
-    for (int z = 0; z < splits; z++) a = fmaf(wsh[g * splits + z], pb[z * stride + idx], a);
+    for (int z = 0; z < nz; z++) {
+        float w = wsh[g * splits + z];
+        if (w != 0.0f) a = fmaf(w, pb[z * stride + idx], a);
+    }
     out[((long long)tok * n_heads + h0) * dv + idx] = a;
 }

@@ -235,7 +235,7 @@ static void bench_mla(double bw) {
                 0.04f, g, ng, chunk, splits, out, part);
             if (splits > 1)
                 mla_combine<<<dim3(blocks, (g * DV + MLA_THREADS - 1) / MLA_THREADS), MLA_THREADS,
-                              g * splits * 4>>>(part, H, DV, g, ng, splits, out);
+                              g * (splits + 1) * 4>>>(part, H, DV, g, ng, splits, out);
         });
         CK(cudaGetLastError());
         double bytes = 4.0 * keys * DK;

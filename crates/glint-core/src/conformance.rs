@@ -877,107 +877,214 @@ fn indexer_with<B: Backend>(
     }
 }
 
+/// One paged-attention setup for [`attention_case`]: the pool, the sequences' block tables, the
+/// query tokens and their selections (`n_sel` logical keys per token).
+struct AttnCase {
+    name: &'static str,
+    bs: usize,
+    max_blocks: usize,
+    n_blocks: usize,
+    tables: Vec<u32>,
+    h: usize,
+    dk: usize,
+    dv: usize,
+    token_seq: Vec<u32>,
+    pos: Vec<u32>,
+    n_kv: usize,
+    n_sel: usize,
+    sel: Vec<u32>,
+    q_scale: f32,
+    scale: f32,
+}
+
 fn attention<B: Backend>(be: &B) {
     let mut r = Rng(13);
-    let (bs, max_blocks, n_blocks, n_seqs) = (3, 6, 14, 2);
-    let (h, dk, dv) = (3, 11, 7);
-    let tables = scattered_tables(&mut r, n_seqs, max_blocks, n_blocks);
-    let pool = r.vec(n_blocks * bs * dk, 1.0);
-    let token_seq = [1u32, 0, 1, 0];
-    let pos = [16u32, 0, 5, 9];
-    let n = pos.len();
-    let n_kv = 17;
-    let q = r.vec(n * h * dk, 1.5);
-    let scale = 0.3;
-    let (tb, ts, pb) = (ids(be, &tables), ids(be, &token_seq), ids(be, &pos));
+    let (bs, max_blocks, n_blocks) = (3, 6, 14);
+    let tables = scattered_tables(&mut r, 2, max_blocks, n_blocks);
+    let pos = vec![16u32, 0, 5, 9];
+    // Selections: logical keys, some past the token's position (those are ignored).
+    let sel = pos
+        .iter()
+        .flat_map(|&p| [p, p / 2, p.saturating_sub(1), p + 3])
+        .collect();
+    let small = AttnCase {
+        name: "small",
+        bs,
+        max_blocks,
+        n_blocks,
+        tables,
+        h: 3,
+        dk: 11,
+        dv: 7,
+        token_seq: vec![1, 0, 1, 0],
+        pos,
+        n_kv: 17,
+        n_sel: 4,
+        sel,
+        q_scale: 1.5,
+        scale: 0.3,
+    };
+    attention_case(be, &mut r, &small);
+
+    // GLM-5's latent widths (17 heads: the CUDA backend's groups of at most 16 come out uneven)
+    // and a key capacity far above the live keys, as in a step recorded for a larger key
+    // bucket. A backend that splits the key list by capacity (CUDA) then has chunks past a
+    // token's keys, several live chunks for the 301-key token and, with the selection (25 keys
+    // past the position at its end), a chunk whose keys are all masked.
+    let (bs, max_blocks) = (16, 256);
+    let live = [3usize, 19]; // blocks sequences 0 and 1 fill
+    let n_blocks = live.iter().sum::<usize>() + 2;
+    let mut tables = vec![0u32; 2 * max_blocks];
+    let mut free: Vec<u32> = (0..n_blocks as u32).collect();
+    for (seq, &nb) in live.iter().enumerate() {
+        for b in 0..nb {
+            tables[seq * max_blocks + b] = free.swap_remove(r.below(free.len()));
+        }
+    }
+    let pos = vec![2u32, 300, 47];
+    let n_sel = 100;
+    let sel = pos
+        .iter()
+        .flat_map(|&p| {
+            let mut visible: Vec<u32> = (0..=p).collect();
+            let mut pick = Vec::new();
+            while pick.len() < 75 && !visible.is_empty() {
+                pick.push(visible.swap_remove(r.below(visible.len())));
+            }
+            let past = (0..n_sel - pick.len()).map(move |i| p + 1 + 37 * i as u32);
+            pick.into_iter().chain(past).collect::<Vec<u32>>()
+        })
+        .collect();
+    let wide = AttnCase {
+        name: "glm-5 widths, capacity 4096",
+        bs,
+        max_blocks,
+        n_blocks,
+        tables,
+        h: 17,
+        dk: 576,
+        dv: 512,
+        token_seq: vec![0, 1, 0],
+        pos,
+        n_kv: bs * max_blocks,
+        n_sel,
+        sel,
+        q_scale: 1.0,
+        scale: 0.1,
+    };
+    attention_case(be, &mut r, &wide);
+}
+
+/// `mla_attention` on `c` for every cache type, with and without the selection, against an f64
+/// softmax. Tolerance, worst case for any summation order or split of the keys: an f32 logit is
+/// off by at most about `dk·2⁻²⁴·S` (`S`: the head's largest `scale·Σ_i|q_i·k_i|`), which moves
+/// each softmax weight by at most twice that, relatively; the weights' sum and the output's sum
+/// over `n` keys add `n·2⁻²⁴` each. An output element is so within about
+/// `2·max(dk, n)·2⁻²⁴·(1 + S)·Σ_t|p_t·v_t|`, which [`close`] over `max(dk, n)` terms allows with
+/// the magnitude `(1 + 2S)·Σ_t|p_t·v_t|` (its `|want|` adds at most one more `Σ_t|p_t·v_t|`).
+fn attention_case<B: Backend>(be: &B, r: &mut Rng, c: &AttnCase) {
+    let (h, dk, dv, bs) = (c.h, c.dk, c.dv, c.bs);
+    let n = c.pos.len();
+    let pool = r.vec(c.n_blocks * bs * dk, 1.0);
+    let q = r.vec(n * h * dk, c.q_scale);
+    let (tb, ts, pb) = (ids(be, &c.tables), ids(be, &c.token_seq), ids(be, &c.pos));
     let pages = Pages {
         tables: &tb,
         token_seq: &ts,
-        max_blocks,
+        max_blocks: c.max_blocks,
         block_size: bs,
     };
-    let n_sel = 4;
-    // Selections: logical keys, some past the token's position (those are ignored).
-    let sel: Vec<u32> = (0..n)
-        .flat_map(|s| {
-            let p = pos[s];
-            [p, p / 2, p.saturating_sub(1), p + 3]
-        })
-        .collect();
-    for (ty, selected) in CacheType::ALL
-        .into_iter()
-        .flat_map(|t| [(t, false), (t, true)])
-    {
+    let selb = ids(be, &c.sel);
+    let qb = up(be, &q);
+    for ty in CacheType::ALL {
         let (cache, pool) = cache_of(be, &pool, dk, ty);
-        let p = AttnParams {
-            n_tokens: n,
-            n_heads: h,
-            dk,
-            dv,
-            n_kv,
-            n_selected: if selected { n_sel } else { 0 },
-            scale,
-        };
-        let selb = ids(be, &sel);
-        let mut out = be.alloc(n * h * dv).expect("alloc");
-        be.mla_attention(
-            &up(be, &q),
-            &cache,
-            &pb,
-            &pages,
-            selected.then_some(&selb),
-            &p,
-            &mut out,
-        )
-        .expect("mla_attention");
-        let got = down(be, &out, n * h * dv);
-        let (mut want, mut mag) = (Vec::new(), Vec::new());
-        for s in 0..n {
-            let seq = token_seq[s] as usize;
-            let nk = pos[s] as usize + 1;
-            let mut keys: Vec<usize> = if selected && nk > n_sel {
-                let mut k: Vec<usize> = sel[s * n_sel..(s + 1) * n_sel]
-                    .iter()
-                    .map(|&t| t as usize)
-                    .filter(|&t| t < nk)
-                    .collect();
-                k.dedup();
-                k
-            } else {
-                (0..nk).collect()
+        for selected in [false, true] {
+            let p = AttnParams {
+                n_tokens: n,
+                n_heads: h,
+                dk,
+                dv,
+                n_kv: c.n_kv,
+                n_selected: if selected { c.n_sel } else { 0 },
+                scale: c.scale,
             };
-            keys.sort();
-            for hh in 0..h {
-                let qh = &q[(s * h + hh) * dk..][..dk];
-                let logits: Vec<f64> = keys
+            let mut out = be.alloc(n * h * dv).expect("alloc");
+            be.mla_attention(
+                &qb,
+                &cache,
+                &pb,
+                &pages,
+                selected.then_some(&selb),
+                &p,
+                &mut out,
+            )
+            .expect("mla_attention");
+            let got = down(be, &out, n * h * dv);
+            let case = format!(
+                "{}, {ty:?} cache, {}",
+                c.name,
+                if selected {
+                    "selected keys"
+                } else {
+                    "every visible key"
+                }
+            );
+            for s in 0..n {
+                let seq = c.token_seq[s] as usize;
+                let nk = (c.pos[s] as usize + 1).min(c.n_kv);
+                let mut keys: Vec<usize> = if selected && nk > c.n_sel {
+                    let mut k: Vec<usize> = c.sel[s * c.n_sel..(s + 1) * c.n_sel]
+                        .iter()
+                        .map(|&t| t as usize)
+                        .filter(|&t| t < nk)
+                        .collect();
+                    k.dedup();
+                    k
+                } else {
+                    (0..nk).collect()
+                };
+                keys.sort();
+                let rows: Vec<&[f32]> = keys
                     .iter()
                     .map(|&t| {
-                        let row = pool_row(&tables, max_blocks, bs, seq, t);
-                        dot(qh, &pool[row * dk..(row + 1) * dk]).0 * scale as f64
+                        let row = pool_row(&c.tables, c.max_blocks, bs, seq, t);
+                        &pool[row * dk..(row + 1) * dk]
                     })
                     .collect();
-                let m = logits.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-                let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for j in 0..dv {
-                    let (mut o, mut om) = (0.0, 0.0);
-                    for (&t, &pe) in keys.iter().zip(&e) {
-                        let row = pool_row(&tables, max_blocks, bs, seq, t);
-                        let v = pool[row * dk + j] as f64 * pe / z;
-                        o += v;
-                        om += v.abs();
+                let (mut want, mut mag) = (Vec::new(), Vec::new());
+                for hh in 0..h {
+                    let qh = &q[(s * h + hh) * dk..][..dk];
+                    let (logits, sizes): (Vec<f64>, Vec<f64>) = rows
+                        .iter()
+                        .map(|k| {
+                            let (d, m) = dot(qh, k);
+                            (d * c.scale as f64, m * c.scale as f64)
+                        })
+                        .unzip();
+                    let big = sizes.iter().fold(0.0, |a: f64, &b| a.max(b));
+                    let m = logits.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                    let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for j in 0..dv {
+                        let (mut o, mut om) = (0.0, 0.0);
+                        for (k, &pe) in rows.iter().zip(&e) {
+                            let v = k[j] as f64 * pe / z;
+                            o += v;
+                            om += v.abs();
+                        }
+                        want.push(o);
+                        mag.push(om * (1.0 + 2.0 * big));
                     }
-                    want.push(o);
-                    // Softmax error scales with the logits' size (|q|·|k|·scale ~ 5 here).
-                    mag.push(om * 8.0);
                 }
+                close(
+                    "mla_attention",
+                    &format!("{case}, token {s}"),
+                    &got[s * h * dv..(s + 1) * h * dv],
+                    &want,
+                    &mag,
+                    dk.max(keys.len()),
+                );
             }
         }
-        let case = if selected {
-            "selected keys"
-        } else {
-            "every visible key"
-        };
-        close("mla_attention", case, &got, &want, &mag, dk);
     }
 }

@@ -6,7 +6,9 @@
 //!   tile of [`MLA_KT`] decoded key rows within the device's shared memory) and one chunk of
 //!   the token's key list. When the grid would be too small for the GPU (decode) the key list is
 //!   split and `mla_combine` merges the partial (max, sum, accumulator) triples, kept in
-//!   [`AttnState`]'s scratch.
+//!   [`AttnState`]'s scratch. The splits come from the call's key capacity (`n_kv`, or the
+//!   selection's size), never the live lengths, so the grid can be recorded in a CUDA graph; a
+//!   block whose chunk lies past its token's keys exits after writing (max, sum) = (−∞, 0).
 //! * `indexer_scores`: grid `(n_tokens, ⌈n_kv / kt⌉)` of 256 threads, a block scoring `kt`
 //!   keys of one token for every indexer head.
 //! * `top_k`: one block per row, radix select on `total_cmp` keys then one ordered pass.
@@ -496,7 +498,7 @@ pub(crate) fn mla_attention(
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, (plan.g * dv).div_ceil(MLA_THREADS) as u32, 1),
             block_dim: (MLA_THREADS as u32, 1, 1),
-            shared_mem_bytes: (plan.g * plan.splits * 4) as u32,
+            shared_mem_bytes: (plan.g * (plan.splits + 1) * 4) as u32,
         };
         let mut b = be.stream.launch_builder(&fc);
         b.arg(&*part)
