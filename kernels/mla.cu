@@ -157,6 +157,32 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
             }
         }
         __syncthreads();
+        if (dv == 2 * MLA_THREADS) {
+            // GLM-5's dv: a thread's accumulators are dims tid and tid + MLA_THREADS of every
+            // head (acc[2g], acc[2g + 1]), so each key's two values are read from shared memory
+            // once for all heads instead of once per accumulator (that traffic bounded the
+            // loop). Every accumulator's operations and their order are the general loop's.
+#pragma unroll
+            for (int g = 0; g < MLA_ACC / 2; g++) {
+                if (g < hg) {
+                    acc[2 * g] *= c_sh[g];
+                    acc[2 * g + 1] *= c_sh[g];
+                }
+            }
+            for (int kk = 0; kk < nt; kk++) {
+                const float k0 = ks[kk * st + tid], k1 = ks[kk * st + tid + MLA_THREADS];
+#pragma unroll
+                for (int g = 0; g < MLA_ACC / 2; g++) {
+                    if (g < hg) {
+                        const float p = ps[g * MLA_KT + kk];
+                        acc[2 * g] = fmaf(p, k0, acc[2 * g]);
+                        acc[2 * g + 1] = fmaf(p, k1, acc[2 * g + 1]);
+                    }
+                }
+            }
+            __syncthreads();
+            continue;
+        }
         // (head, dim) of idx kept by stepping, not dividing: 32 divisions fewer a tile, and no
         // spill within the 80 registers of three blocks an SM.
         int g = tid / dv, j = tid % dv;

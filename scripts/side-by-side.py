@@ -7,9 +7,11 @@ DIR holds glint-3-{2,4}.json (`glint bench -o json`) and llama-3-{2,4}.json (`ll
 -o json`) of the 3 dense + 2 and 3 dense + 4 MoE files. Prints a markdown table per test and
 depth (tok/s of both engines, the ratio), then one MoE layer's decode time at each depth as
 the GPU-speed issue's anchor defines it: (step with 4 MoE layers - step with 2) / 2. PNG gets
-that per-layer time against context for both engines.
+that per-layer time against context for both engines; with BEFORE=DIR2 (an earlier run's
+glint JSON) that run's glint line is drawn too, dashed.
 """
 import json
+import os
 import pathlib
 import sys
 
@@ -49,7 +51,11 @@ def main():
     print()
     print("| depth | glint ms / MoE layer | llama.cpp ms / MoE layer | llama.cpp / glint |")
     print("|---|---|---|---|")
+    before = os.environ.get("BEFORE")
+    gb = {m: glint(pathlib.Path(before) / f"glint-3-{m}.json") for m in (2, 4)} if before else None
     depths, per = [], {"glint": [], "llama.cpp": []}
+    if gb:
+        per["glint (before)"] = []
     for (kind, depth) in sorted(g[2]):
         if kind != "tg" or ("tg", depth) not in g[4]:
             continue
@@ -58,6 +64,8 @@ def main():
         depths.append(depth)
         per["glint"].append(gl)
         per["llama.cpp"].append(ll)
+        if gb:
+            per["glint (before)"].append(layer(gb))
         print(f"| {depth} | {gl:.3f} | {ll:.3f} | {ll / gl:.2f}x |")
     if len(sys.argv) > 2:
         import matplotlib
@@ -67,7 +75,8 @@ def main():
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for name, ys in per.items():
-            ax.plot(depths, ys, marker="o", label=name)
+            style = "--" if "before" in name else "-"
+            ax.plot(depths, ys, style, marker="o", label=name)
         ax.set_xlabel("context (tokens already in the cache)")
         ax.set_ylabel("decode time of one MoE layer (ms)")
         ax.set_title("GLM-5 MoE layer decode, one H200, 1 sequence")
