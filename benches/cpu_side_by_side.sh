@@ -16,7 +16,7 @@ python3 -c "print(','.join(str(1000 + i) for i in range($P)))" > "$ids"
 for r in $(seq 1 "$R"); do
   for k in $KERNELS; do
     echo "run $r, glint GLINT_CPU_KERNEL=$k:"
-    GLINT_CPU_KERNEL=$k RAYON_NUM_THREADS=2 target/release/glint bench -m "$M" -p "$P" -n "$N" -r 1 2>/dev/null \
+    GLINT_CPU_KERNEL=$k RAYON_NUM_THREADS=2 target/release/glint bench -m "$M" -p "$P" -n "$N" -r "${GLINT_REPS:-3}" 2>/dev/null \
       | grep -E "^\| (pp|tg)"
   done
   echo "run $r, llama.cpp:"
