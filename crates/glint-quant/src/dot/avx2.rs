@@ -508,6 +508,26 @@ unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
     std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
 }
 
+/// The 32 six-bit codes (0..64) of chunk `k` of a Q6_K half: low four bits from `ql` (its low
+/// nibbles for k < 2, else its high ones), bits 2k..2k+2 of `qh` as bits 4..6 — masked in place
+/// first so no shift carries a neighbouring byte's bits in.
+#[inline(always)]
+unsafe fn q6k_codes(ql: __m256i, qh: __m256i, k: usize, m4: __m256i) -> __m256i {
+    let low = if k < 2 {
+        _mm256_and_si256(ql, m4)
+    } else {
+        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+    };
+    let hm = _mm256_and_si256(qh, _mm256_set1_epi8((3u8 << (2 * k)) as i8));
+    let high = match k {
+        0 => _mm256_slli_epi16(hm, 4),
+        1 => _mm256_slli_epi16(hm, 2),
+        2 => hm,
+        _ => _mm256_srli_epi16(hm, 2),
+    };
+    _mm256_or_si256(low, high)
+}
+
 /// Q6_K, `R` rows a pass. The bias 32 of every code is taken out in integers, as
 /// `32 * sum(scale_j * bsums_j)` subtracted from the block's sum, so each block costs one
 /// conversion and one FMA. Chunk `k` of half `h` covers 16-weight groups `8h + 2k` (low lane)
@@ -542,21 +562,7 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
                     let xb = x.add(r * rb + i * 210);
                     let ql = load256(xb.add(64 * h + 32 * (k % 2)));
                     let qh = load256(xb.add(128 + 32 * h));
-                    let low = if k < 2 {
-                        _mm256_and_si256(ql, m4)
-                    } else {
-                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
-                    };
-                    // Bits 2k..2k+2 of qh to bits 4..6, masked in place first so no shift
-                    // carries a neighbouring byte's bits in.
-                    let hm = _mm256_and_si256(qh, _mm256_set1_epi8((3u8 << (2 * k)) as i8));
-                    let high = match k {
-                        0 => _mm256_slli_epi16(hm, 4),
-                        1 => _mm256_slli_epi16(hm, 2),
-                        2 => hm,
-                        _ => _mm256_srli_epi16(hm, 2),
-                    };
-                    let p = _mm256_maddubs_epi16(_mm256_or_si256(low, high), q8);
+                    let p = _mm256_maddubs_epi16(q6k_codes(ql, qh, k, m4), q8);
                     let s = _mm256_shuffle_epi8(sc_half[r][h], words(2 * k, 2 * k + 1));
                     sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, s));
                 }
@@ -596,20 +602,7 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
         for h in 0..2 {
             let qh = load256(xb.add(128 + 32 * h));
             for k in 0..4 {
-                let ql = load256(xb.add(64 * h + 32 * (k % 2)));
-                let low = if k < 2 {
-                    _mm256_and_si256(ql, m4)
-                } else {
-                    _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
-                };
-                let hm = _mm256_and_si256(qh, _mm256_set1_epi8((3u8 << (2 * k)) as i8));
-                let high = match k {
-                    0 => _mm256_slli_epi16(hm, 4),
-                    1 => _mm256_slli_epi16(hm, 2),
-                    2 => hm,
-                    _ => _mm256_srli_epi16(hm, 2),
-                };
-                let w = _mm256_or_si256(low, high);
+                let w = q6k_codes(load256(xb.add(64 * h + 32 * (k % 2))), qh, k, m4);
                 let s = _mm256_shuffle_epi8(sc_half[h], words(2 * k, 2 * k + 1));
                 for (t, acc_i) in sumi.iter_mut().enumerate() {
                     let q8 = load256(y[t].add(i * 292 + 4 + 128 * h + 32 * k));

@@ -344,10 +344,10 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m3 = _mm512_set1_epi8(3);
+/// `vpermw` indices picking, for each i16 lane of the Q6_K product vectors (half h, pair p: vector
+/// 2h + p), the sub-block scale that covers it.
+#[inline(always)]
+unsafe fn q6k_scale_sel() -> [__m512i; 4] {
     // i16 lane index -> which of the 16 scales covers it: 128-bit lane L of the vector for
     // half h, pair p holds elements of 16-group 8h + 4p + L.
     let idx = |base: i16| {
@@ -386,7 +386,14 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             base,
         )
     };
-    let sel = [idx(0), idx(4), idx(8), idx(12)];
+    [idx(0), idx(4), idx(8), idx(12)]
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m3 = _mm512_set1_epi8(3);
+    let sel = q6k_scale_sel();
     let mut acc = _mm512_setzero_ps();
     let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
@@ -429,45 +436,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
     let m4 = _mm512_set1_epi8(0x0f);
     let m3 = _mm512_set1_epi8(3);
-    // i16 lane index -> which of the 16 scales covers it: 128-bit lane L of the vector for
-    // half h, pair p holds elements of 16-group 8h + 4p + L.
-    let idx = |base: i16| {
-        _mm512_set_epi16(
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 3,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 2,
-            base + 1,
-            base + 1,
-            base + 1,
-            base + 1,
-            base + 1,
-            base + 1,
-            base + 1,
-            base + 1,
-            base,
-            base,
-            base,
-            base,
-            base,
-            base,
-            base,
-            base,
-        )
-    };
-    let sel = [idx(0), idx(4), idx(8), idx(12)];
+    let sel = q6k_scale_sel();
     let mut acc = [_mm512_setzero_ps(); COLS];
     let mut acc_bias = [_mm256_setzero_ps(); COLS];
     for i in 0..nb {
