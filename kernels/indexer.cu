@@ -105,7 +105,9 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
         for (int i = tid; i < 256; i += bd) hist[i] = 0;
         __syncthreads();
         // Eight loads in flight per thread.
-        for (int i0 = tid; i0 < n; i0 += bd * 8) {
+        // The trip count is the block's, not the thread's: the ballots below need whole warps.
+        for (int c0 = 0; c0 < n; c0 += bd * 8) {
+            const int i0 = c0 + tid;
             u32 kk[8];
 #pragma unroll
             for (int u = 0; u < 8; u++) {
@@ -115,19 +117,52 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int i = i0 + u * bd;
-                if (i < n && (kk[u] & mask) == prefix) atomicAdd(&hist[(kk[u] >> shift) & 255u], 1u);
+                // Keys crowd into few bins (ReLU zeros, one exponent): one atomic per distinct bin
+                // of the warp, not one per key.
+                const bool in = i < n && (kk[u] & mask) == prefix;
+                const u32 act = __ballot_sync(0xffffffffu, in);
+                if (in) {
+                    const u32 bin = (kk[u] >> shift) & 255u;
+                    const u32 same = __match_any_sync(act, bin);
+                    if ((int)(__ffs(same) - 1) == lane) atomicAdd(&hist[bin], (u32)__popc(same));
+                }
             }
         }
         __syncthreads();
-        if (tid == 0) {
-            u32 cum = 0;
-            int b = 255;
-            for (; b > 0; b--) {
-                if (cum + hist[b] >= remaining) break;
-                cum += hist[b];
+        if (warp == 0) {
+            // The bin b of the k-th largest: the highest b ≥ 1 whose count from b up reaches
+            // `remaining`, else 0, and the count above b — what a scan down from bin 255 finds.
+            // Lane l holds bins 8l..8l+7; a suffix scan over the lanes gives the count above.
+            u32 h[8], tot = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                h[j] = hist[8 * lane + j];
+                tot += h[j];
             }
-            sh_prefix = prefix | ((u32)b << shift);
-            sh_remaining = remaining - cum;
+            u32 suf = tot;  // keys in this lane's bins and above
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
+                if (lane + o < 32) suf += v;
+            }
+            u32 cum = suf - tot;
+            int b = 0;
+            u32 cum_b = 0;
+#pragma unroll
+            for (int j = 7; j >= 0; j--) {
+                const int bin = 8 * lane + j;
+                if (b == 0 && bin > 0 && cum + h[j] >= remaining) {
+                    b = bin;
+                    cum_b = cum;
+                }
+                cum += h[j];
+            }
+            const u32 hit = __ballot_sync(0xffffffffu, b > 0);
+            if (lane == (hit ? 31 - __clz(hit) : 0)) {
+                if (b == 0) cum_b = suf - h[0];  // lane 0: every bin above bin 0
+                sh_prefix = prefix | ((u32)b << shift);
+                sh_remaining = remaining - cum_b;
+            }
         }
         __syncthreads();
         prefix = sh_prefix;
