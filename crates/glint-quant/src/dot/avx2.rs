@@ -61,6 +61,7 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
     Some(match ty {
         Q8_0 => q8_0_cols,
         Q4_K => q4_k_cols,
+        Q5_K => q5_k_cols,
         Q6_K => q6_k_cols,
         _ => return None,
     })
@@ -68,7 +69,7 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
 
 /// A [`VecDotColsFn`] over `$imp(nb, w, [a; COLS], out)`, lengths checked.
 macro_rules! cols_entry {
-    ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
+    ($name:ident, $imp:expr, $qk:expr, $wsize:expr, $asize:expr) => {
         fn $name(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]) {
             let nb = blocks(n, $qk, w, $wsize, a[0], $asize);
             for t in &a[1..] {
@@ -152,7 +153,8 @@ rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
 // against 7.7-7.9 GB/s for one row).
 rows_kernel!(iq4_xs, iq4_xs_rows, iq4_xs_impl, 1, 256, 136, 292);
 cols_entry!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
-cols_entry!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
+cols_entry!(q4_k_cols, k4_cols_impl::<false>, 256, 144, 292);
+cols_entry!(q5_k_cols, k4_cols_impl::<true>, 256, 176, 292);
 cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
@@ -411,52 +413,6 @@ unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
     std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
 }
 
-/// [`q4_k_impl`] (one row) for COLS activation rows: a block's scales, mins and nibbles are
-/// decoded once, then each token runs that kernel's operations, in its order, on its own
-/// accumulators.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); COLS];
-    let mut acc_min = [_mm256_setzero_ps(); COLS];
-    for i in 0..nb {
-        let xb = x.add(i * 144);
-        prefetch_ahead(xb, 144);
-        let (sc, mn) = k4_scales_mins_u64(xb.add(4));
-        let m = _mm_cvtsi64_si128(mn as i64);
-        let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-        let sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
-        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
-        let mut sumi = [_mm256_setzero_si256(); COLS];
-        for t in 0..COLS {
-            let yb = y[t].add(i * 292);
-            let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
-            let dmin = _mm256_set1_ps(f32_at(yb) * wdmin);
-            acc_min[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), acc_min[t]);
-        }
-        for j in 0..4 {
-            let q4 = load256(xb.add(16 + 32 * j));
-            let lo = _mm256_and_si256(q4, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            let sl = _mm256_shuffle_epi8(sc16, words(2 * j, 2 * j));
-            let sh = _mm256_shuffle_epi8(sc16, words(2 * j + 1, 2 * j + 1));
-            for (t, s) in sumi.iter_mut().enumerate() {
-                let yb = y[t].add(i * 292);
-                let pl =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j))), sl);
-                let ph =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j))), sh);
-                *s = _mm256_add_epi32(*s, _mm256_add_epi32(pl, ph));
-            }
-        }
-        for t in 0..COLS {
-            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-        }
-    }
-    *out = std::array::from_fn(|t| hsum_ps(acc[t]) - hsum_ps(acc_min[t]));
-}
-
 /// Q5_K as Q4_K, the fifth bit of sub-block `2j` / `2j + 1` being bit `2j` / `2j + 1` of `qh`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
@@ -526,6 +482,81 @@ unsafe fn q6k_codes(ql: __m256i, qh: __m256i, k: usize, m4: __m256i) -> __m256i 
         _ => _mm256_srli_epi16(hm, 2),
     };
     _mm256_or_si256(low, high)
+}
+
+/// [`q4_k_impl`] (`Q5` false) or [`q5_k_impl`], one row, for COLS activation rows: a block's
+/// scales, mins and codes are decoded once, then each token runs that kernel's operations, in
+/// its order, on its own accumulators.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k4_cols_impl<const Q5: bool>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; COLS],
+    out: &mut [f32; COLS],
+) {
+    let bs = if Q5 { 176 } else { 144 };
+    let m4 = _mm256_set1_epi8(0x0f);
+    let sixteen = _mm256_set1_epi8(16);
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    let mut acc_min = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let xb = x.add(i * bs);
+        prefetch_ahead(xb, bs);
+        let (sc, mn) = k4_scales_mins_u64(xb.add(4));
+        let m = _mm_cvtsi64_si128(mn as i64);
+        let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+        let sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let qh = if Q5 {
+            load256(xb.add(16))
+        } else {
+            _mm256_setzero_si256()
+        };
+        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
+        let mut sumi = [_mm256_setzero_si256(); COLS];
+        for t in 0..COLS {
+            let yb = y[t].add(i * 292);
+            let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
+            let dmin = _mm256_set1_ps(f32_at(yb) * wdmin);
+            acc_min[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), acc_min[t]);
+        }
+        for j in 0..4 {
+            let (lo, hi) = if Q5 {
+                let bit_lo = _mm256_set1_epi8(1 << (2 * j));
+                let bit_hi = _mm256_set1_epi8((2u8 << (2 * j)) as i8);
+                let q4 = load256(xb.add(48 + 32 * j));
+                let h0 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo);
+                let h1 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi);
+                (
+                    _mm256_or_si256(_mm256_and_si256(q4, m4), _mm256_and_si256(h0, sixteen)),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+                        _mm256_and_si256(h1, sixteen),
+                    ),
+                )
+            } else {
+                let q4 = load256(xb.add(16 + 32 * j));
+                (
+                    _mm256_and_si256(q4, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+                )
+            };
+            let sl = _mm256_shuffle_epi8(sc16, words(2 * j, 2 * j));
+            let sh = _mm256_shuffle_epi8(sc16, words(2 * j + 1, 2 * j + 1));
+            for (t, s) in sumi.iter_mut().enumerate() {
+                let yb = y[t].add(i * 292);
+                let pl =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j))), sl);
+                let ph =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j))), sh);
+                *s = _mm256_add_epi32(*s, _mm256_add_epi32(pl, ph));
+            }
+        }
+        for t in 0..COLS {
+            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
+    }
+    *out = std::array::from_fn(|t| hsum_ps(acc[t]) - hsum_ps(acc_min[t]));
 }
 
 /// Q6_K, `R` rows a pass. The bias 32 of every code is taken out in integers, as

@@ -35,13 +35,15 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
 pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
     match ty {
         GgmlType::Q4_K => Some(q4_k_cols),
+        GgmlType::Q5_K => Some(q5_k_cols),
         GgmlType::Q6_K => Some(q6_k_cols),
         GgmlType::Q8_0 => Some(q8_0_cols),
         _ => None,
     }
 }
 
-cols_entry!(q4_k_cols, q4_k_cols_impl, 256, 144, 292);
+cols_entry!(q4_k_cols, k4_cols_impl::<false>, 256, 144, 292);
+cols_entry!(q5_k_cols, k4_cols_impl::<true>, 256, 176, 292);
 cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
 cols_entry!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
 
@@ -271,21 +273,38 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
 }
 
-/// [`q4_k_impl`] for COLS activation rows at once: each weight block's scales, mins and nibbles
-/// are decoded once, then every token runs exactly `q4_k_impl`'s operations on its own
-/// accumulators (so each result has the single-token kernel's bits).
+/// [`q4_k_impl`] (`Q5` false) or [`q5_k_impl`] for COLS activation rows at once: each weight
+/// block's scales, mins and codes are decoded once, then every token runs exactly the single
+/// kernel's operations on its own accumulators (so each result has its bits).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn q4_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+unsafe fn k4_cols_impl<const Q5: bool>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; COLS],
+    out: &mut [f32; COLS],
+) {
+    let bs = if Q5 { 176 } else { 144 };
     let m4 = _mm512_set1_epi8(0x0f);
     let ctrl = k4_ctrl();
+    let one = _mm512_set1_epi8(1);
     let mut acc = [_mm512_setzero_ps(); COLS];
     let mut acc_min = [_mm256_setzero_ps(); COLS];
     for i in 0..nb {
-        let xb = x.add(i * 144);
-        prefetch_ahead(xb, 144);
+        let xb = x.add(i * bs);
+        prefetch_ahead(xb, bs);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let scales = k4_scale_vectors(&sc, &ctrl);
-        let w: [__m512i; 4] = std::array::from_fn(|j| nibbles64(xb.add(16 + 32 * j), m4));
+        let w: [__m512i; 4] = if Q5 {
+            let qh = load256(xb.add(16));
+            let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
+            std::array::from_fn(|j| {
+                let h =
+                    _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
+                _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4))
+            })
+        } else {
+            std::array::from_fn(|j| nibbles64(xb.add(16 + 32 * j), m4))
+        };
         let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
         for t in 0..COLS {
             let yb = y[t].add(i * 292);
