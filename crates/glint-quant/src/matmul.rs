@@ -215,8 +215,11 @@ pub(crate) unsafe fn dot_tile(
 ) {
     let rb = w.row_bytes();
     let row = |r: usize| &w.data[w_base + r * rb..w_base + (r + 1) * rb];
+    // Same family as `k` (both follow `dot::isa()`), so each token gets `k`'s bits.
     let cols_k = dot::cols_kernel(w.ty);
     let act_row = |a: usize| &act[a * stride..(a + 1) * stride];
+    // Row tiles outermost: each weight row is read from memory once per call and then served
+    // from L1/L2 for every activation tile; the activations (a few KB per row) stay in L2.
     for rt in (r0..r1).step_by(ROW_TILE) {
         for bt in (0..n_slots).step_by(BATCH_TILE) {
             let bt_end = (bt + BATCH_TILE).min(n_slots);
@@ -243,6 +246,9 @@ pub(crate) unsafe fn dot_tile(
     }
 }
 
+/// y[b][r] = sum_c W[r][c] * x[b][c]; `x` is `batch` rows of `cols` f32, `y` is `batch` rows of
+/// `rows` f32. Activations are quantized to the weight type's vec_dot partner exactly as
+/// llama.cpp does on x86. Runs on the current rayon pool, split by rows.
 pub fn matmul(
     w: &QWeight,
     x: &[f32],
