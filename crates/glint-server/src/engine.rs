@@ -194,11 +194,16 @@ pub fn start(
     device: crate::Device,
     parallel: Parallel,
 ) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
-    if parallel.tp > 1 {
-        return crate::ranks::start(gguf, cfg, queue, device, parallel);
-    }
+    let split = parallel.tp > 1;
     match device {
+        crate::Device::Cpu if split => {
+            start_with(gguf, cfg, queue, crate::ranks::on_cpu(parallel, cfg))
+        }
         crate::Device::Cpu => start_on(gguf, cfg, queue, || Ok(CpuBackend::new())),
+        #[cfg(feature = "cuda")]
+        crate::Device::Cuda(n) if split => {
+            start_with(gguf, cfg, queue, crate::ranks::on_cuda(n, parallel, cfg))
+        }
         #[cfg(feature = "cuda")]
         crate::Device::Cuda(n) => start_on(gguf, cfg, queue, move || {
             glint_cuda::CudaBackend::new(n).map_err(|e| e.to_string())

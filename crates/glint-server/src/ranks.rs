@@ -23,7 +23,7 @@ use glint_gguf::Gguf;
 use glint_tp::{Communicator, LocalComm};
 use glm5_model::{Backend, CpuBackend, Model};
 
-use crate::engine::{EngineError, EngineHandle};
+use crate::engine::Body;
 
 /// How the model is split across ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,56 +81,50 @@ impl Mirror {
     }
 }
 
-/// Starts the engine on `parallel.tp` ranks of `device` (CPU: rank threads through the
-/// in-process communicator; CUDA: GPUs n..n+tp through NCCL).
-pub(crate) fn start(
-    gguf: Arc<Gguf>,
-    cfg: SchedulerConfig,
-    queue: usize,
-    device: crate::Device,
-    parallel: Parallel,
-) -> Result<(EngineHandle, std::thread::JoinHandle<()>), EngineError> {
-    let (tp, ep) = (parallel.tp, parallel.ep);
-    match device {
-        crate::Device::Cpu => crate::engine::start_with(gguf, cfg, queue, move |gguf, body| {
-            let ranks = LocalComm::group(tp, RANK_TIMEOUT)
-                .into_iter()
-                .map(|c| {
-                    (
-                        CpuBackend::new(),
-                        Arc::new(c) as Arc<dyn Communicator<CpuBackend>>,
-                    )
-                })
-                .collect();
-            run_ranks(gguf, ep, cfg, ranks, body)
-        }),
-        #[cfg(feature = "cuda")]
-        crate::Device::Cuda(first) => {
-            crate::engine::start_with(gguf, cfg, queue, move |gguf, body| {
-                use glint_cuda::CudaBackend;
-                let opened = (first..first + tp)
-                    .map(CudaBackend::new)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("opening the devices: {e}"))
-                    .and_then(|bes| {
-                        let comms = glint_tp::NcclComm::for_devices(&bes)
-                            .map_err(|e| format!("NCCL over cuda:{first}..{}: {e}", first + tp))?;
-                        Ok(bes
-                            .into_iter()
-                            .zip(comms)
-                            .map(|(b, c)| (b, Arc::new(c) as Arc<dyn Communicator<CudaBackend>>))
-                            .collect())
-                    });
-                match opened {
-                    Ok(ranks) => run_ranks(gguf, ep, cfg, ranks, body),
-                    Err(e) => body.failed(e),
-                }
+/// The engine thread's work for `parallel.tp` rank threads on the CPU, through the in-process
+/// communicator.
+pub(crate) fn on_cpu(parallel: Parallel, cfg: SchedulerConfig) -> impl FnOnce(&Gguf, Body) + Send {
+    move |gguf, body| {
+        let ranks = LocalComm::group(parallel.tp, RANK_TIMEOUT)
+            .into_iter()
+            .map(|c| {
+                (
+                    CpuBackend::new(),
+                    Arc::new(c) as Arc<dyn Communicator<CpuBackend>>,
+                )
             })
+            .collect();
+        run_ranks(gguf, parallel.ep, cfg, ranks, body)
+    }
+}
+
+/// The engine thread's work for `parallel.tp` ranks on GPUs `first..first + tp`, through NCCL.
+#[cfg(feature = "cuda")]
+pub(crate) fn on_cuda(
+    first: usize,
+    parallel: Parallel,
+    cfg: SchedulerConfig,
+) -> impl FnOnce(&Gguf, Body) + Send {
+    move |gguf, body| {
+        use glint_cuda::CudaBackend;
+        let end = first + parallel.tp;
+        let opened = (first..end)
+            .map(CudaBackend::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("opening the devices: {e}"))
+            .and_then(|bes| {
+                let comms = glint_tp::NcclComm::for_devices(&bes)
+                    .map_err(|e| format!("NCCL over cuda:{first}..{end}: {e}"))?;
+                Ok(bes
+                    .into_iter()
+                    .zip(comms)
+                    .map(|(b, c)| (b, Arc::new(c) as Arc<dyn Communicator<CudaBackend>>))
+                    .collect())
+            });
+        match opened {
+            Ok(ranks) => run_ranks(gguf, parallel.ep, cfg, ranks, body),
+            Err(e) => body.failed(e),
         }
-        #[cfg(not(feature = "cuda"))]
-        crate::Device::Cuda(n) => Err(EngineError::Load(format!(
-            "--device cuda:{n}: this glint was built without CUDA support (rebuild with --features cuda)"
-        ))),
     }
 }
 
@@ -142,7 +136,7 @@ fn run_ranks<B: Backend + 'static>(
     ep: bool,
     cfg: SchedulerConfig,
     ranks: Vec<(B, Arc<dyn Communicator<B>>)>,
-    body: crate::engine::Body,
+    body: Body,
 ) {
     let (loaded_tx, loaded_rx) = mpsc::channel::<(usize, Result<(), String>)>();
     let mut followers = Vec::new();
