@@ -22,12 +22,6 @@ fn serve_answers_and_drains_on_sigterm() {
     answers_and_drains_on_sigterm(&[]);
 }
 
-/// The same with two rank threads: the leader's drain ends the follower too.
-#[test]
-fn serve_tp2_answers_and_drains_on_sigterm() {
-    answers_and_drains_on_sigterm(&["--tp", "2"]);
-}
-
 fn answers_and_drains_on_sigterm(extra: &[&str]) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
         .args(["serve", "-m", &tiny(), "--port", "0", "--max-seqs", "2"])
