@@ -22,7 +22,31 @@ fn serve_answers_and_drains_on_sigterm() {
     answers_and_drains_on_sigterm(&[]);
 }
 
-fn answers_and_drains_on_sigterm(extra: &[&str]) {
+#[test]
+fn serve_tp2_answers_and_drains_on_sigterm() {
+    answers_and_drains_on_sigterm(&["--tp", "2"]);
+}
+
+/// A signal sent the moment the address is announced is caught (the handlers are in place
+/// before the announcement), not the default action that kills the process: the server
+/// drains and exits 0.
+#[test]
+fn serve_catches_a_sigterm_sent_at_its_announcement() {
+    for _ in 0..5 {
+        let (mut child, _, err) = spawn_serve(&[]);
+        let pid = child.id().to_string();
+        let st = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(st.success());
+        let status = child.wait().unwrap();
+        let logs = err.join().unwrap();
+        assert!(status.success(), "{status}: {logs}");
+        assert!(logs.contains("draining"), "{logs}");
+    }
+}
+
+/// Starts `glint serve` on the tiny model and waits for its announcement; returns the child,
+/// the announced address and a thread that drains its stderr.
+fn spawn_serve(extra: &[&str]) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
         .args(["serve", "-m", &tiny(), "--port", "0", "--max-seqs", "2"])
         .args(extra)
@@ -31,22 +55,28 @@ fn answers_and_drains_on_sigterm(extra: &[&str]) {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
     let addr = loop {
         let mut line = String::new();
         assert!(
             err.read_line(&mut line).unwrap() > 0,
-            "glint serve exited early"
+            "glint serve exited early: {seen}"
         );
+        seen.push_str(&line);
         if let Some(rest) = line.strip_prefix("glint serve: http://") {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
     // Keep draining stderr so the server never blocks on a full pipe.
     let logs = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
+        let _ = err.read_to_string(&mut seen);
+        seen
     });
+    (child, addr, logs)
+}
+
+fn answers_and_drains_on_sigterm(extra: &[&str]) {
+    let (mut child, addr, logs) = spawn_serve(extra);
     let body = r#"{"messages":[{"role":"user","content":"Hi"}],"temperature":0,"max_tokens":3000,"ignore_eos":true,"stream":true}"#;
     let mut conn = TcpStream::connect(&addr).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(60)))
@@ -70,14 +100,14 @@ fn answers_and_drains_on_sigterm(extra: &[&str]) {
     let mut rest = Vec::new();
     conn.read_to_end(&mut rest).unwrap();
     let rest = String::from_utf8_lossy(&rest);
+    let status = child.wait().unwrap();
+    let logs = logs.join().unwrap();
+    assert!(status.success(), "{status}: {logs}");
     assert!(
         rest.contains(r#""finish_reason":"length""#) && rest.contains("data: [DONE]"),
         "the running request was cut off: ...{}",
         &rest[rest.len().saturating_sub(400)..]
     );
-    let status = child.wait().unwrap();
-    let logs = logs.join().unwrap();
-    assert!(status.success(), "{status}: {logs}");
     assert!(logs.contains("draining"), "{logs}");
 }
 

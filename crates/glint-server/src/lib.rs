@@ -167,9 +167,10 @@ impl Server {
         self.finish().await
     }
 
-    /// Runs until SIGINT or SIGTERM, then shuts down as [`Server::shutdown`] does.
-    pub async fn run_until_signal(mut self) -> Result<(), ServerError> {
-        shutdown_signal().await;
+    /// Runs until `signals` reports SIGINT or SIGTERM, then shuts down as
+    /// [`Server::shutdown`] does.
+    pub async fn run_until_signal(mut self, mut signals: StopSignals) -> Result<(), ServerError> {
+        signals.recv().await;
         tracing::info!("shutting down: draining running requests");
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -193,24 +194,44 @@ impl Server {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM, caught from the moment [`StopSignals::install`] returns.
+///
+/// Installed before the server announces its address: a signal that arrives between the
+/// announcement and the first wait would otherwise take the default action and kill the
+/// process mid-stream (a client that saw the address may already be reading a response).
+pub struct StopSignals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Must run inside a Tokio runtime (the handlers are registered with its driver).
+    pub fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for the first of the signals.
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

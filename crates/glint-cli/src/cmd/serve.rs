@@ -166,12 +166,13 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
         .thread_name("glint-http")
         .build()?;
     rt.block_on(async move {
+        let signals = glint_server::StopSignals::install()?;
         let s = glint_server::start(server).await?;
         eprintln!(
             "glint serve: http://{} (model `{}`, {} sequences, {} tokens per request, {} in the pool{})",
             s.addr, s.state.model_id, max_seqs, ctx, kv, tp_note
         );
-        s.run_until_signal().await?;
+        s.run_until_signal(signals).await?;
         Ok::<_, glint_server::ServerError>(())
     })?;
     Ok(())
