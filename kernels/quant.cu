@@ -423,8 +423,17 @@ struct W_q3_k {  // hmask[32], qs[64], scales[12], d
     }
 };
 
+// A Q4_K block's value from its exact integer sums (Σ scale·q·a and Σ min·bsum over the
+// whole block): one rounding order for every kernel that reads Q4_K (matvec*, mmid, mmq), no
+// contraction, so the per-unit kernels and the tensor-core one give the same bits.
+__device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, int isc, int imn) {
+    return __fsub_rn(__fmul_rn(__fmul_rn(d, yd), (float)isc), __fmul_rn(__fmul_rn(dmin, yd), (float)imn));
+}
+
 struct W_q4_k {  // d, dmin, scales[12], qs[128]
-    enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1 };
+    // BLOCKSUM: a row's sum is its blocks' values (q4k_block_value of the block's integer
+    // sums) added in block order, not its units' values (see row_dot_blocks).
+    enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1, BLOCKSUM = 1 };
     // Unit u is qs bytes 16u..16u+15 (one 16-byte load: blocks and rows are 16-byte multiples):
     // their low nibbles are elements 16h.. of sub-block 2p, the high nibbles the same elements
     // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously. The
@@ -468,6 +477,29 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
         const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
         return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
     }
+    // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        const int p = u >> 1;
+        const uint4 hd = *(const uint4*)x;
+        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w};
+        int slo = 0, shi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
+            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
+        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
+        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
+        const u32 h = *(const u32*)x;
+        const float d = __half2float(__ushort_as_half((u16)(h & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((u16)(h >> 16)));
+        return q4k_block_value(d, dmin, y.d, s.x, s.y);
+    }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
         int sc, m;
@@ -504,6 +536,29 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
         const float d = __half2float(__ushort_as_half((u16)(hd.x & 0xffff)));
         const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
         return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
+    }
+    // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        const int p = u >> 1;
+        const uint4 hd = *(const uint4*)x;
+        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w};
+        int slo = 0, shi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
+            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
+        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
+        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
+        const u32 h = *(const u32*)x;
+        const float d = __half2float(__ushort_as_half((u16)(h & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((u16)(h >> 16)));
+        return q4k_block_value(d, dmin, y.d, s.x, s.y);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
@@ -881,6 +936,54 @@ struct PickedRows {
 // activation load (the compiler keeps one copy for the MV_RPW weight units) and keep MV_RPW
 // weight loads in flight per lane. The order of every row's sum depends on ks only, never on
 // the number of tokens: a row's result is the same in any batch.
+template <class W, class = void>
+struct BlockSum {
+    enum { v = 0 };
+};
+template <class W>
+struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
+    enum { v = W::BLOCKSUM };
+};
+
+// row_dot for the BLOCKSUM types: the NSUB lanes of a block add their units' integer parts
+// (exact, any order), one value per block (W::fin), and every lane adds the pass's block
+// values in block order. Warp `part` of a row group takes a contiguous run of passes, so a
+// row's sum is: per part, its blocks left to right from 0; then group_sum adds the parts in
+// order. That is the order mmq_* keeps while it walks a row's blocks one by one.
+template <class W, int MAXT, class R>
+__device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
+                                               int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
+    constexpr int BPP = 32 / W::NSUB;
+    const int nblocks = cols / W::QK, passes = (nblocks + BPP - 1) / BPP;
+    const int k0 = part * passes / ks, k1 = nt == 0 ? k0 : (part + 1) * passes / ks;
+    const int lane = threadIdx.x & 31, sub = lane % W::NSUB;
+    for (int k = k0; k < k1; ++k) {
+        const int ib = min(k * BPP + lane / W::NSUB, nblocks - 1);
+        const u8* wr[MV_RPW];
+#pragma unroll
+        for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t) {
+            const typename W::A a = W::act(arow(t), ib, sub);
+#pragma unroll
+            for (int r = 0; r < MV_RPW; ++r) {
+                int2 s = W::ints(wr[r], a, sub);
+#pragma unroll
+                for (int o = 1; o < W::NSUB; o <<= 1) {
+                    s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+                    s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+                }
+                const float v = W::fin(wr[r], a, s);
+#pragma unroll
+                for (int j = 0; j < BPP; ++j) {
+                    const float vj = __shfl_sync(0xffffffffu, v, j * W::NSUB);
+                    if (k * BPP + j < nblocks) acc[r][t] = __fadd_rn(acc[r][t], vj);
+                }
+            }
+        }
+    }
+}
+
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                         int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
@@ -888,6 +991,10 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
     for (int r = 0; r < MV_RPW; ++r)
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
+    if constexpr (BlockSum<W>::v) {
+        row_dot_blocks<W, MAXT>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc);
+        return;
+    }
     // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
     // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
     // decodes each weight unit once for all the tokens instead of once per token (it does not
@@ -1047,7 +1154,7 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
 #define MMID_GROUP_THREADS 1024
 extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
     mmid_group(const u32* __restrict__ ids, int n_pairs, int n_slices, u32* __restrict__ order,
-               u32* __restrict__ tiles, float* __restrict__ y, int rows) {
+               u32* __restrict__ tiles, float* __restrict__ y, int rows, int tile) {
     extern __shared__ int group_count[];
     __shared__ int warp_pairs[32], warp_tiles[32];
     const int tid = threadIdx.x, nth = blockDim.x, lane = tid & 31;
@@ -1065,7 +1172,7 @@ extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
     int sp = 0, st = 0;
     for (int e = lo; e < hi; ++e) {
         sp += group_count[e];
-        st += (group_count[e] + MV_TOK - 1) / MV_TOK;
+        st += (group_count[e] + tile - 1) / tile;
     }
     int ip = sp, it = st;
     for (int o = 1; o < 32; o <<= 1) {
@@ -1098,10 +1205,10 @@ extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
     int op = warp_pairs[tid >> 5] + ip - sp, ot = warp_tiles[tid >> 5] + it - st;
     for (int e = lo; e < hi; ++e) {
         const int c = group_count[e];
-        for (int s = 0; s < c; s += MV_TOK, ++ot) {
+        for (int s = 0; s < c; s += tile, ++ot) {
             tiles[1 + 3 * ot] = (u32)e;
             tiles[2 + 3 * ot] = (u32)(op + s);
-            tiles[3 + 3 * ot] = (u32)min(MV_TOK, c - s);
+            tiles[3 + 3 * ot] = (u32)min(tile, c - s);
         }
         group_count[e] = op;  // from here on: the next free place of expert e in `order`
         op += c;
@@ -1236,6 +1343,156 @@ QUANT_KERNELS(iq3_s, W_iq3_s)
 QUANT_KERNELS(iq1_s, W_iq1_s)
 QUANT_KERNELS(iq1_m, W_iq1_m)
 QUANT_KERNELS(iq4_xs, W_iq4_xs)
+
+// ---- tensor-core products for many tokens (MMQ) ------------------------------------------------
+// y[t·rows + r] = W[r] · act[t] for n tokens, Q4_K weights against Q8_K activations: a block of
+// 4 warps computes MMQ_BM rows × MMQ_BN tokens, walking the row's Q4_K blocks one at a time
+// (weights and activations staged in shared memory). Each 32-element sub-block's integer sums
+// come from one int8 MMA (m16n8k32: 16 rows × 8 tokens a warp) per 8 tokens, are scaled by the
+// sub-block's 6-bit scale and added (exact), and each block's value (q4k_block_value) is added
+// to the output in block order, in the contiguous runs of row_dot_blocks' `ks` warps, the runs
+// then added in order: the bits of matvec1_q4_k for every token, whatever the batch.
+#define MMQ_BM 64
+#define MMQ_BN 32
+
+__device__ __forceinline__ u32 lds32(const u8* p) { return *(const u32*)p; }
+
+// c = a·b (m16n8k32, s8 × s8 → s32, zero accumulator). a: rows g, g+8 at k 4t.. and 16+4t..;
+// b: k 4t.. and 16+4t.. of token g; c: rows g (c0, c1) and g+8 (c2, c3) at tokens 2t, 2t+1
+// (g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void mma_s8_16x8x32(int (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+#else
+    c[0] = c[1] = c[2] = c[3] = 0;
+#endif
+}
+
+// The tile list is mmid_group's (tiles of up to MMQ_BN pairs of one expert; y row = pair,
+// activation row = the pair or its token) or, with `tiles` null, tokens MMQ_BN·g.. of slice 0.
+// Block row g takes tiles g, g + gridDim.y, ...
+extern "C" __global__ void __launch_bounds__(128)
+    mmq_q4_k(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, int cols, int rows, int n,
+             long long act_stride, int ks, const u32* __restrict__ order, const u32* __restrict__ tiles, int n_used,
+             int x_per_slot) {
+    __shared__ __align__(16) u8 ws[MMQ_BM * 144];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    __shared__ int out_row[MMQ_BN], x_row[MMQ_BN];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM;
+    const int nblocks = cols / 256, passes = (nblocks + 3) / 4;
+    const long long row_bytes = (long long)nblocks * 144;
+    const u8* w0 = ws + (warp * 16 + g) * 144;
+    const u8* w1 = w0 + 8 * 144;
+    const int n_tiles = tiles ? (int)tiles[0] : (n + MMQ_BN - 1) / MMQ_BN;
+    for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
+        u32 e = 0;
+        int first = tile * MMQ_BN, nt = min(MMQ_BN, n - first);
+        if (tiles) {
+            e = tiles[1 + 3 * tile];
+            first = (int)tiles[2 + 3 * tile];
+            nt = (int)tiles[3 + 3 * tile];
+        }
+        __syncthreads();  // the previous tile's readers are done with out_row / x_row
+        if (tid < MMQ_BN) {
+            // Places past nt repeat the first pair: computed, never stored.
+            const int q = tid < nt ? tid : 0;
+            const int p = tiles ? (int)order[first + q] : first + q;
+            out_row[tid] = tid < nt ? p : -1;
+            x_row[tid] = tiles && !x_per_slot ? p / n_used : p;
+        }
+        const u8* wt = w + (long long)e * rows * row_bytes;
+        // acc: the current run's sum; tot: the runs before it, added in order (group_sum's).
+        float acc[4][4], tot[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[j][q] = tot[j][q] = 0.0f;
+        int part = 0, part_end = min(nblocks, 4 * (passes / ks));
+        auto close_part = [&]() {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    tot[j][q] = part == 0 ? acc[j][q] : __fadd_rn(tot[j][q], acc[j][q]);
+                    acc[j][q] = 0.0f;
+                }
+            ++part;
+            part_end = min(nblocks, 4 * ((part + 1) * passes / ks));
+        };
+        for (int b = 0; b < nblocks; ++b) {
+            while (b >= part_end && part < ks) close_part();
+            __syncthreads();  // the previous block's readers are done (and x_row is written)
+            for (int i = tid; i < MMQ_BM * 9; i += 128) {
+                const int r = i / 9, c = i - r * 9;
+                const long long rr = min(row0 + r, rows - 1);
+                *(uint4*)(ws + r * 144 + 16 * c) =
+                    *(const uint4*)(wt + rr * row_bytes + (long long)b * 144 + 16 * c);
+            }
+            for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
+                const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
+                *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
+                    *(const u32*)(act + (long long)x_row[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
+            }
+            __syncthreads();
+            int isc[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+            int mn0[8], mn1[8];
+#pragma unroll
+            for (int s = 0; s < 8; ++s) {
+                int sc0, sc1;
+                scale_min_k4(s, w0 + 4, sc0, mn0[s]);
+                scale_min_k4(s, w1 + 4, sc1, mn1[s]);
+                const int off = 16 + 32 * (s >> 1) + 4 * t4, sh = 4 * (s & 1);
+                const u32 a0 = (lds32(w0 + off) >> sh) & 0x0f0f0f0fu, a1 = (lds32(w1 + off) >> sh) & 0x0f0f0f0fu;
+                const u32 a2 = (lds32(w0 + off + 16) >> sh) & 0x0f0f0f0fu;
+                const u32 a3 = (lds32(w1 + off + 16) >> sh) & 0x0f0f0f0fu;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+                    int c[4];
+                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+                    isc[j][0] += sc0 * c[0];
+                    isc[j][1] += sc0 * c[1];
+                    isc[j][2] += sc1 * c[2];
+                    isc[j][3] += sc1 * c[3];
+                }
+            }
+            const float d0 = ldh(w0), dm0 = ldh(w0 + 2), d1 = ldh(w1), dm1 = ldh(w1 + 2);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
+                    int imn0 = 0, imn1 = 0;
+#pragma unroll
+                    for (int s = 0; s < 8; ++s) {
+                        const int bs = q8k_bsum(yb, 2 * s) + q8k_bsum(yb, 2 * s + 1);
+                        imn0 += mn0[s] * bs;
+                        imn1 += mn1[s] * bs;
+                    }
+                    const float yd = q8k_d(yb);
+                    acc[j][q] = __fadd_rn(acc[j][q], q4k_block_value(d0, dm0, yd, isc[j][q], imn0));
+                    acc[j][2 + q] = __fadd_rn(acc[j][2 + q], q4k_block_value(d1, dm1, yd, isc[j][2 + q], imn1));
+                }
+        }
+        while (part < ks) close_part();
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int row = row0 + warp * 16 + g + (q >= 2 ? 8 : 0), o = out_row[8 * j + 2 * t4 + (q & 1)];
+                if (row < rows && o >= 0) y[(long long)o * rows + row] = tot[j][q];
+            }
+    }
+}
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
 // x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).

@@ -4,7 +4,8 @@
 # shapes (1 dense + 1 MoE layer, 256 experts, Q4_K_M-like), a 1-token prompt and 3 generated
 # tokens; the last decode step's launches are summed by kernel name. PROFILE_SEQS=N profiles a
 # batched decode step of N sequences instead (`glint bench -b N`, its last step), PROFILE_DEPTH=D
-# a decode step with D tokens already in the cache (`glint bench -d D`). Runs on a GPU
+# a decode step with D tokens already in the cache (`glint bench -d D`), PROFILE_PROMPT=N one
+# prefill step of an N-token prompt (`glint bench -p N -n 0`, its last step). Runs on a GPU
 # machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes $OUT/profile.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,9 @@ G=device-bin/glint
 f=/tmp/p_1_1.gguf
 [ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
 export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
-if [ -n "${PROFILE_SEQS:-}${PROFILE_DEPTH:-}" ]; then
+if [ -n "${PROFILE_PROMPT:-}" ]; then
+  cmd=($G bench -m "$f" --device cuda -p "$PROFILE_PROMPT" -n 0 -r 1)
+elif [ -n "${PROFILE_SEQS:-}${PROFILE_DEPTH:-}" ]; then
   cmd=($G bench -m "$f" --device cuda -p 16 -n 2 -d "${PROFILE_DEPTH:-0}" -b "${PROFILE_SEQS:-1}" -r 1)
 else
   cmd=($G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda)

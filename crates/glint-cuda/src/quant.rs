@@ -128,15 +128,15 @@ const GROUP_THREADS: u32 = 1024;
 /// Most experts `mmid_group` counts in its 48 KiB of shared memory.
 const GROUP_MAX_SLICES: usize = 48 * 1024 / 4;
 
-/// Tiles of up to MV_TOK pairs of one expert that `pairs` pairs over `slices` experts make at
+/// Tiles of up to `tile` pairs of one expert that `pairs` pairs over `slices` experts make at
 /// most: every expert's last tile may be partial.
-fn max_tiles(pairs: usize, slices: usize) -> usize {
-    pairs.div_ceil(MV_TOK) + pairs.min(slices)
+fn max_tiles(pairs: usize, slices: usize, tile: usize) -> usize {
+    pairs.div_ceil(tile) + pairs.min(slices)
 }
 
 /// u32s of the grouping scratch: the pair order, the tile count, three per tile.
 fn group_words(pairs: usize, slices: usize) -> usize {
-    pairs + 1 + 3 * max_tiles(pairs, slices)
+    pairs + 1 + 3 * max_tiles(pairs, slices, MV_TOK)
 }
 
 /// Whether a product of `pairs` (token, slot) pairs over `slices` experts groups them first:
@@ -365,6 +365,17 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
     }
 }
 
+/// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
+const MMQ_BM: usize = 64;
+const MMQ_BN: usize = 32;
+
+/// The tensor-core product for more than MV_TOK tokens (Q4_K), unless `GLINT_CUDA_MMQ=0`
+/// (the per-unit kernels then run; both give the same bits, so this only compares speed).
+fn mmq_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ").map_or(true, |v| v != "0"))
+}
+
 /// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`).
 fn units(ty: GgmlType, cols: usize) -> usize {
     let per_block = match ty.block_size() {
@@ -399,6 +410,36 @@ pub(crate) fn matmul(
     let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
+    let ks = warps_per_row(rows, units(w.ty, cols));
+    let ks_i = ks as i32;
+    if n > MV_TOK && w.ty == GgmlType::Q4_K && mmq_enabled() {
+        let f = be.func(Family::Quant, "mmq_q4_k")?;
+        let mut b = be.stream.launch_builder(&f);
+        b.arg(&w.data);
+        act.push(&mut b);
+        b.arg(&mut y.data)
+            .arg(&cols_i)
+            .arg(&rows_i)
+            .arg(&n_i)
+            .arg(&stride)
+            .arg(&ks_i);
+        let (null, zero) = (0u64, 0i32);
+        b.arg(&null).arg(&null).arg(&zero).arg(&zero);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                rows.div_ceil(MMQ_BM) as u32,
+                n.div_ceil(MMQ_BN).min(GRID_YZ_MAX) as u32,
+                1,
+            ),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as for matvec_* below (token tiles stride over grid.y); the kernel clamps its
+        // row and token reads to the last row and token and writes only rows < rows of tokens
+        // < n.
+        unsafe { b.launch(cfg) }.map_err(dev(OP))?;
+        return Ok(());
+    }
     let (name, per_set) = if n == 1 {
         (k.matvec1, 1)
     } else {
@@ -413,8 +454,6 @@ pub(crate) fn matmul(
         .arg(&rows_i)
         .arg(&n_i)
         .arg(&stride);
-    let ks = warps_per_row(rows, units(w.ty, cols));
-    let ks_i = ks as i32;
     b.arg(&ks_i);
     // matvec_* without tiles: no grouping (null order and tiles, never read).
     let (null, zero) = (0u64, 0i32);
@@ -457,6 +496,10 @@ pub(crate) fn mul_mat_id(
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
     if grouped(n, pairs, slices) {
+        // Tensor-core tiles of up to MMQ_BN pairs once the experts average more than MV_TOK.
+        let mmq = w.ty == GgmlType::Q4_K && mmq_enabled() && pairs > MV_TOK * slices;
+        let tile = if mmq { MMQ_BN } else { MV_TOK };
+        let tile_i = tile as i32;
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
         let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
         let (mut order, mut tiles) = scratch.split_at_mut(pairs);
@@ -468,7 +511,8 @@ pub(crate) fn mul_mat_id(
             .arg(&mut order)
             .arg(&mut tiles)
             .arg(&mut y.data)
-            .arg(&rows_i);
+            .arg(&rows_i)
+            .arg(&tile_i);
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (GROUP_THREADS, 1, 1),
@@ -479,7 +523,7 @@ pub(crate) fn mul_mat_id(
         // past the last slice (y holds pairs × rows, checked above); shared memory holds one
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
-        let f = be.func(Family::Quant, k.matvec)?;
+        let f = be.func(Family::Quant, if mmq { "mmq_q4_k" } else { k.matvec })?;
         let mut b = be.stream.launch_builder(&f);
         b.arg(&w.data);
         act.push(&mut b);
@@ -495,7 +539,20 @@ pub(crate) fn mul_mat_id(
             .arg(&per_slot_i);
         // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
         // are checked above.
-        unsafe { b.launch(mv_grid(rows, max_tiles(pairs, slices), ks)) }.map_err(dev(OP))?;
+        let grid = if mmq {
+            LaunchConfig {
+                grid_dim: (
+                    rows.div_ceil(MMQ_BM) as u32,
+                    max_tiles(pairs, slices, tile).min(GRID_YZ_MAX) as u32,
+                    1,
+                ),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            }
+        } else {
+            mv_grid(rows, max_tiles(pairs, slices, tile), ks)
+        };
+        unsafe { b.launch(grid) }.map_err(dev(OP))?;
         return Ok(());
     }
     let f = be.func(Family::Quant, k.mmid)?;

@@ -61,6 +61,7 @@ fn quant_entries(arch: &str, text: &str) {
         "matvec1_f32",
         "mmid_iq2_xxs",
         "mmid_group",
+        "mmq_q4_k",
         "get_rows_q6_k",
     ] {
         assert!(

@@ -133,9 +133,16 @@ fn shapes(ty: GgmlType) -> Vec<(usize, usize)> {
         // The conformance suite's odd widths.
         vec![(7, 4), (13, 5), (513, 37)]
     } else {
-        // Two blocks over 4 rows and over 3 (fewer than a warp group's 4), and a wider,
-        // 256-multiple row over a ragged row count.
-        vec![(2 * bs, 4), (2 * bs, 3), (bs.max(256) * 3, 37)]
+        // Two blocks over 4 rows and over 3 (fewer than a warp group's 4), a wider,
+        // 256-multiple row over a ragged row count, and rows long enough that several warps
+        // split each (kernels/quant.cu `ks` = 4 for the 256-element types) over more rows
+        // than one tensor-core tile holds.
+        vec![
+            (2 * bs, 4),
+            (2 * bs, 3),
+            (bs.max(256) * 3, 37),
+            (bs.max(256) * 32, 70),
+        ]
     }
 }
 
@@ -160,7 +167,9 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let wcpu = cpu
             .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
             .expect("cpu upload");
-        for n in [1usize, 3, 9] {
+        // 9 and 40 tokens: the batched kernels (and for Q4_K the tensor-core one, over one
+        // and two token tiles).
+        for n in [1usize, 3, 9, 40] {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
             let mut want = vec![0.0f32; n * rows];
             cpu.matmul(&wcpu, &x, n, &mut want).expect("cpu matmul");
@@ -389,11 +398,17 @@ fn shapes_are_checked() {
 /// experts), most of them unused, some with many pairs: the grouped product equals the CPU's.
 #[test]
 fn grouping_many_experts_matches_the_cpu_backend() {
+    // Q8_0: 1500 experts, eight-pair tiles of the per-unit kernel.
+    grouping_case(GgmlType::Q8_0, 64, 5, 1500, 3, 600);
+    // Q4_K: 100 experts averaging 18 pairs, the tensor-core kernel's tiles of up to 32 pairs
+    // (full and partial), over more rows than one of its row tiles.
+    grouping_case(GgmlType::Q4_K, 512, 70, 100, 3, 600);
+}
+
+fn grouping_case(ty: GgmlType, cols: usize, rows: usize, slices: usize, n_used: usize, n: usize) {
     let cuda = CudaBackend::new(0).expect("CUDA device 0");
     let cpu = CpuBackend::new();
     let mut rng = Rng(7);
-    let ty = GgmlType::Q8_0;
-    let (cols, rows, slices, n_used, n) = (64usize, 5usize, 1500usize, 3usize, 600usize);
     let wb = weight_bytes(&mut rng, ty, cols * rows * slices);
     let dims = [cols, rows, slices];
     let wc = cuda
@@ -402,8 +417,8 @@ fn grouping_many_experts_matches_the_cpu_backend() {
     let wcpu = cpu
         .upload_weight("e", ty, &dims, Cow::Borrowed(&wb))
         .unwrap();
-    // Half the choices among the first 8 experts (tiles of 8 and partial ones), the rest
-    // spread over all 1500; one id past the end.
+    // Half the choices among the first 8 experts (full tiles and partial ones), the rest
+    // spread over all of them; one id past the end.
     let mut sel: Vec<u32> = (0..n * n_used)
         .map(|i| {
             if i % 2 == 0 {
@@ -453,5 +468,35 @@ fn grouping_many_experts_matches_the_cpu_backend() {
             )
         })
         .collect();
-    check_close("Q8_0 mul_mat_id over 1500 experts", &got, &want, &tol);
+    check_close(
+        &format!("{ty} mul_mat_id over {slices} experts"),
+        &got,
+        &want,
+        &tol,
+    );
+    // Batch invariance: pairs alone (the one-token kernel) give the bits of the grouped run.
+    for t in [0usize, 1, n / 2, n - 1] {
+        let sel1 = &sel[t * n_used..(t + 1) * n_used];
+        let mut y1 = cuda.alloc(n_used * rows).unwrap();
+        cuda.mul_mat_id(
+            &wc,
+            &cuda.upload_ids(sel1).unwrap(),
+            n_used,
+            &cuda.upload(&x[t * cols..(t + 1) * cols]).unwrap(),
+            false,
+            1,
+            &mut y1,
+        )
+        .unwrap();
+        let mut alone = vec![0.0f32; n_used * rows];
+        cuda.download(&y1, &mut alone).unwrap();
+        let batch = &got[t * n_used * rows..(t + 1) * n_used * rows];
+        for (i, (a, b)) in alone.iter().zip(batch).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{ty} grouped: token {t} element {i}: alone {a}, grouped {b}"
+            );
+        }
+    }
 }
