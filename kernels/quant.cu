@@ -203,8 +203,15 @@ struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
     }
 };
 
+// A Q8_0 block's value from its exact integer sum, without contraction (see q4k_block_value).
+__device__ __forceinline__ float q8_0_block_value(int s, float dw, float da) {
+    return __fmul_rn((float)s, __fmul_rn(dw, da));
+}
+
 struct W_q8_0 {  // d f16, qs[32] i8
-    enum { QK = 32, TS = 34, NSUB = 1, SPLIT = 1 };
+    // BLOCKSUM 2: a row's sum is the pairwise sums of 8 consecutive blocks' values (an 8-lane
+    // butterfly) added in order (see row_dot_blocks).
+    enum { QK = 32, TS = 34, NSUB = 1, SPLIT = 1, BLOCKSUM = 2 };
     // The whole block is the unit, read with 32-bit loads (blocks are only 2-byte aligned) and
     // summed with dp4a: the activation block once (A), then each weight row (dot).
     struct A {
@@ -223,7 +230,7 @@ struct W_q8_0 {  // d f16, qs[32] i8
         int s = 0;
 #pragma unroll
         for (int j = 0; j < 8; ++j) s = __dp4a((int)ld32(x + 2 + 4 * j), y.q[j], s);
-        return (float)s * (ldh(x) * y.d);
+        return q8_0_block_value(s, ldh(x), y.d);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         return (float)((const i8*)(x + 2))[j] * ldh(x);
@@ -433,7 +440,7 @@ __device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, 
 struct W_q4_k {  // d, dmin, scales[12], qs[128]
     // BLOCKSUM: a row's sum is its blocks' values (q4k_block_value of the block's integer
     // sums) added in block order, not its units' values (see row_dot_blocks).
-    enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1, BLOCKSUM = 1 };
+    enum { QK = 256, TS = 144, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 1 };
     // Unit u is qs bytes 16u..16u+15 (one 16-byte load: blocks and rows are 16-byte multiples):
     // their low nibbles are elements 16h.. of sub-block 2p, the high nibbles the same elements
     // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously. The
@@ -570,8 +577,14 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
     }
 };
 
+// A Q6_K block's value from Σ scale·(q·a) over its 16 sub-blocks, without contraction.
+__device__ __forceinline__ float q6k_block_value(float d, float yd, int isc) {
+    return __fmul_rn(__fmul_rn(d, yd), (float)isc);
+}
+
 struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
-    enum { QK = 256, TS = 210, NSUB = 8, SPLIT = 1 };
+    // BLOCKSUM: rows summed block by block, as Q4_K's (row_dot_blocks); no min term.
+    enum { QK = 256, TS = 210, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0 };
     static __device__ __forceinline__ int q(const u8* x, int e) {
         const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const int lo = (x[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0x0f;
@@ -618,6 +631,30 @@ struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
         }
         const int s = sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3];
         return (ldh(x + 208) * y.d) * (float)s;
+    }
+    // Unit u's part of Σ scale·(q·a): dot's integer sum.
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        const int h = u >> 2, c = u & 3;
+        const u8* qla = x + 64 * h + 8 * c;
+        const u8* qh = x + 128 + 32 * h + 8 * c;
+        const i8* sc = (const i8*)(x + 192) + 8 * h + (c >> 1);
+        int sum[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const u32 la = ld32(qla + 4 * j), lb = ld32(qla + 32 + 4 * j), hv = ld32(qh + 4 * j);
+            const u32 v[4] = {
+                (la & 0x0f0f0f0fu) | ((hv & 0x03030303u) << 4),
+                (lb & 0x0f0f0f0fu) | (((hv >> 2) & 0x03030303u) << 4),
+                ((la >> 4) & 0x0f0f0f0fu) | (((hv >> 4) & 0x03030303u) << 4),
+                ((lb >> 4) & 0x0f0f0f0fu) | (((hv >> 6) & 0x03030303u) << 4),
+            };
+#pragma unroll
+            for (int k = 0; k < 4; ++k) sum[k] = __dp4a((int)__vsub4(v[k], 0x20202020u), y.q[k][j], sum[k]);
+        }
+        return make_int2(sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3], 0);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
+        return q6k_block_value(ldh(x + 208), y.d, s.x);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const i8* sc = (const i8*)(x + 192);
@@ -945,20 +982,23 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
     enum { v = W::BLOCKSUM };
 };
 
-// row_dot for the BLOCKSUM types: the NSUB lanes of a block add their units' integer parts
-// (exact, any order), one value per block (W::fin), and every lane adds the pass's block
-// values in block order. Warp `part` of a row group takes a contiguous run of passes, so a
-// row's sum is: per part, its blocks left to right from 0; then group_sum adds the parts in
-// order. That is the order mmq_* keeps while it walks a row's blocks one by one.
+// row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
+// (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
+// BLOCKSUM 1 (Q4_K): a step is one block; its NSUB = 8 lanes add their units' integer parts
+// (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a step is 8 consecutive blocks,
+// a lane each, their values added pairwise by an 8-lane butterfly (blocks past the row's end
+// count 0). Warp `part` of a row group takes a contiguous run of passes, so a row's sum is:
+// per part, its steps left to right from 0; then group_sum adds the parts in order.
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                                int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
-    constexpr int BPP = 32 / W::NSUB;
+    constexpr int BPP = 32 / W::NSUB;  // blocks a pass
+    constexpr int BPS = BPP / 4;       // blocks a step
     const int nblocks = cols / W::QK, passes = (nblocks + BPP - 1) / BPP;
     const int k0 = part * passes / ks, k1 = nt == 0 ? k0 : (part + 1) * passes / ks;
     const int lane = threadIdx.x & 31, sub = lane % W::NSUB;
     for (int k = k0; k < k1; ++k) {
-        const int ib = min(k * BPP + lane / W::NSUB, nblocks - 1);
+        const int ibu = k * BPP + lane / W::NSUB, ib = min(ibu, nblocks - 1);
         const u8* wr[MV_RPW];
 #pragma unroll
         for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
@@ -967,17 +1007,26 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
             const typename W::A a = W::act(arow(t), ib, sub);
 #pragma unroll
             for (int r = 0; r < MV_RPW; ++r) {
-                int2 s = W::ints(wr[r], a, sub);
+                float v;
+                if constexpr (W::BLOCKSUM == 1) {
+                    int2 s = W::ints(wr[r], a, sub);
 #pragma unroll
-                for (int o = 1; o < W::NSUB; o <<= 1) {
-                    s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
-                    s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+                    for (int o = 1; o < W::NSUB; o <<= 1) {
+                        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+                        if (W::HAS_MIN) s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+                    }
+                    v = W::fin(wr[r], a, s);
+                } else {
+                    v = ibu < nblocks ? W::dot(wr[r], a, sub) : 0.0f;
+#pragma unroll
+                    for (int o = 1; o < BPS; o <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
                 }
-                const float v = W::fin(wr[r], a, s);
+                // Lane 0's sum is the one kept (store_rows, group_sum): its own step first.
+                acc[r][t] = __fadd_rn(acc[r][t], v);
 #pragma unroll
-                for (int j = 0; j < BPP; ++j) {
-                    const float vj = __shfl_sync(0xffffffffu, v, j * W::NSUB);
-                    if (k * BPP + j < nblocks) acc[r][t] = __fadd_rn(acc[r][t], vj);
+                for (int j = 1; j < 4; ++j) {
+                    const float vj = __shfl_sync(0xffffffffu, v, j * 8);
+                    if ((k * 4 + j) * BPS < nblocks) acc[r][t] = __fadd_rn(acc[r][t], vj);
                 }
             }
         }
@@ -1345,13 +1394,15 @@ QUANT_KERNELS(iq1_m, W_iq1_m)
 QUANT_KERNELS(iq4_xs, W_iq4_xs)
 
 // ---- tensor-core products for many tokens (MMQ) ------------------------------------------------
-// y[t·rows + r] = W[r] · act[t] for n tokens, Q4_K weights against Q8_K activations: a block of
-// 4 warps computes MMQ_BM rows × MMQ_BN tokens, walking the row's Q4_K blocks one at a time
-// (weights and activations staged in shared memory). Each 32-element sub-block's integer sums
-// come from one int8 MMA (m16n8k32: 16 rows × 8 tokens a warp) per 8 tokens, are scaled by the
-// sub-block's 6-bit scale and added (exact), and each block's value (q4k_block_value) is added
-// to the output in block order, in the contiguous runs of row_dot_blocks' `ks` warps, the runs
-// then added in order: the bits of matvec1_q4_k for every token, whatever the batch.
+// y[t·rows + r] = W[r] · act[t] for many tokens: a block of 4 warps computes MMQ_BM rows ×
+// MMQ_BN tokens, walking the rows a "step" (256 elements) at a time with that step's weights
+// and activations staged in shared memory. Each 32-element block's integer sums come from one
+// int8 MMA (m16n8k32: 16 rows × 8 tokens a warp), and the outputs are formed in row_dot_blocks'
+// order — the step values of each warp's contiguous run of passes added in step order, the
+// runs then added in order — so every result has the bits of matvec1_* for that token alone.
+// The tile list is mmid_group's (tiles of up to MMQ_BN pairs of one expert; y row = pair,
+// activation row = the pair or its token) or, with `tiles` null, tokens MMQ_BN·g.. of slice 0.
+// Block row g takes tiles g, g + gridDim.y, ...
 #define MMQ_BM 64
 #define MMQ_BN 32
 
@@ -1372,22 +1423,18 @@ __device__ __forceinline__ void mma_s8_16x8x32(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
-// The tile list is mmid_group's (tiles of up to MMQ_BN pairs of one expert; y row = pair,
-// activation row = the pair or its token) or, with `tiles` null, tokens MMQ_BN·g.. of slice 0.
-// Block row g takes tiles g, g + gridDim.y, ...
-extern "C" __global__ void __launch_bounds__(128)
-    mmq_q4_k(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, int cols, int rows, int n,
-             long long act_stride, int ks, const u32* __restrict__ order, const u32* __restrict__ tiles, int n_used,
-             int x_per_slot) {
-    __shared__ __align__(16) u8 ws[MMQ_BM * 144];
-    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+// The tiles, runs and stores of an mmq_* kernel; `step(wt, b, x_row, v)` stages step b of the
+// block's rows (of the expert's weights at wt) and of the activation rows x_row[0..MMQ_BN),
+// and sets v[j][q] to this thread's step values: rows g (q 0, 1) and g + 8 (q 2, 3) of its
+// warp's 16, tokens 8j + 2t + (q & 1). It synchronises the block itself.
+template <class Step>
+__device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __restrict__ y, int rows, int n,
+                                          long long row_bytes, int nsteps, int ks, const u32* __restrict__ order,
+                                          const u32* __restrict__ tiles, int n_used, int x_per_slot, Step step) {
     __shared__ int out_row[MMQ_BN], x_row[MMQ_BN];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM;
-    const int nblocks = cols / 256, passes = (nblocks + 3) / 4;
-    const long long row_bytes = (long long)nblocks * 144;
-    const u8* w0 = ws + (warp * 16 + g) * 144;
-    const u8* w1 = w0 + 8 * 144;
+    const int passes = (nsteps + 3) / 4;
     const int n_tiles = tiles ? (int)tiles[0] : (n + MMQ_BN - 1) / MMQ_BN;
     for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
         u32 e = 0;
@@ -1407,12 +1454,12 @@ extern "C" __global__ void __launch_bounds__(128)
         }
         const u8* wt = w + (long long)e * rows * row_bytes;
         // acc: the current run's sum; tot: the runs before it, added in order (group_sum's).
-        float acc[4][4], tot[4][4];
+        float acc[4][4], tot[4][4], v[4][4];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[j][q] = tot[j][q] = 0.0f;
-        int part = 0, part_end = min(nblocks, 4 * (passes / ks));
+        int part = 0, part_end = min(nsteps, 4 * (passes / ks));
         auto close_part = [&]() {
 #pragma unroll
             for (int j = 0; j < 4; ++j)
@@ -1422,66 +1469,15 @@ extern "C" __global__ void __launch_bounds__(128)
                     acc[j][q] = 0.0f;
                 }
             ++part;
-            part_end = min(nblocks, 4 * ((part + 1) * passes / ks));
+            part_end = min(nsteps, 4 * ((part + 1) * passes / ks));
         };
-        for (int b = 0; b < nblocks; ++b) {
+        for (int b = 0; b < nsteps; ++b) {
             while (b >= part_end && part < ks) close_part();
-            __syncthreads();  // the previous block's readers are done (and x_row is written)
-            for (int i = tid; i < MMQ_BM * 9; i += 128) {
-                const int r = i / 9, c = i - r * 9;
-                const long long rr = min(row0 + r, rows - 1);
-                *(uint4*)(ws + r * 144 + 16 * c) =
-                    *(const uint4*)(wt + rr * row_bytes + (long long)b * 144 + 16 * c);
-            }
-            for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
-                const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
-                *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
-                    *(const u32*)(act + (long long)x_row[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
-            }
-            __syncthreads();
-            int isc[4][4];
+            step(wt, b, x_row, v);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) isc[j][q] = 0;
-            int mn0[8], mn1[8];
-#pragma unroll
-            for (int s = 0; s < 8; ++s) {
-                int sc0, sc1;
-                scale_min_k4(s, w0 + 4, sc0, mn0[s]);
-                scale_min_k4(s, w1 + 4, sc1, mn1[s]);
-                const int off = 16 + 32 * (s >> 1) + 4 * t4, sh = 4 * (s & 1);
-                const u32 a0 = (lds32(w0 + off) >> sh) & 0x0f0f0f0fu, a1 = (lds32(w1 + off) >> sh) & 0x0f0f0f0fu;
-                const u32 a2 = (lds32(w0 + off + 16) >> sh) & 0x0f0f0f0fu;
-                const u32 a3 = (lds32(w1 + off + 16) >> sh) & 0x0f0f0f0fu;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
-                    int c[4];
-                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
-                    isc[j][0] += sc0 * c[0];
-                    isc[j][1] += sc0 * c[1];
-                    isc[j][2] += sc1 * c[2];
-                    isc[j][3] += sc1 * c[3];
-                }
-            }
-            const float d0 = ldh(w0), dm0 = ldh(w0 + 2), d1 = ldh(w1), dm1 = ldh(w1 + 2);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
-                    int imn0 = 0, imn1 = 0;
-#pragma unroll
-                    for (int s = 0; s < 8; ++s) {
-                        const int bs = q8k_bsum(yb, 2 * s) + q8k_bsum(yb, 2 * s + 1);
-                        imn0 += mn0[s] * bs;
-                        imn1 += mn1[s] * bs;
-                    }
-                    const float yd = q8k_d(yb);
-                    acc[j][q] = __fadd_rn(acc[j][q], q4k_block_value(d0, dm0, yd, isc[j][q], imn0));
-                    acc[j][2 + q] = __fadd_rn(acc[j][2 + q], q4k_block_value(d1, dm1, yd, isc[j][2 + q], imn1));
-                }
+                for (int q = 0; q < 4; ++q) acc[j][q] = __fadd_rn(acc[j][q], v[j][q]);
         }
         while (part < ks) close_part();
 #pragma unroll
@@ -1492,6 +1488,237 @@ extern "C" __global__ void __launch_bounds__(128)
                 if (row < rows && o >= 0) y[(long long)o * rows + row] = tot[j][q];
             }
     }
+}
+
+#define MMQ_ARGS                                                                                         \
+    const u8 *__restrict__ w, const u8 *__restrict__ act, float *__restrict__ y, int cols, int rows, int n, \
+        long long act_stride, int ks, const u32 *__restrict__ order, const u32 *__restrict__ tiles, int n_used, \
+        int x_per_slot
+
+// Q4_K against Q8_K: a step is one block; its value is q4k_block_value of Σ scale·(q·a) over
+// the 8 sub-blocks (an MMA each) and Σ min·bsum.
+extern "C" __global__ void __launch_bounds__(128) mmq_q4_k(MMQ_ARGS) {
+    __shared__ __align__(16) u8 ws[MMQ_BM * 144];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * 144;
+    const u8* w0 = ws + (warp * 16 + g) * 144;
+    const u8* w1 = w0 + 8 * 144;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();  // the previous step's readers are done (and x_row is written)
+        for (int i = tid; i < MMQ_BM * 9; i += 128) {
+            const int r = i / 9, c = i - r * 9;
+            const long long rr = min(row0 + r, rows - 1);
+            *(uint4*)(ws + r * 144 + 16 * c) = *(const uint4*)(wt + rr * row_bytes + (long long)b * 144 + 16 * c);
+        }
+        for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
+            const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
+            *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
+                *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
+        }
+        __syncthreads();
+        int isc[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+        int mn0[8], mn1[8];
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            int sc0, sc1;
+            scale_min_k4(s, w0 + 4, sc0, mn0[s]);
+            scale_min_k4(s, w1 + 4, sc1, mn1[s]);
+            const int off = 16 + 32 * (s >> 1) + 4 * t4, sh = 4 * (s & 1);
+            const u32 a0 = (lds32(w0 + off) >> sh) & 0x0f0f0f0fu, a1 = (lds32(w1 + off) >> sh) & 0x0f0f0f0fu;
+            const u32 a2 = (lds32(w0 + off + 16) >> sh) & 0x0f0f0f0fu;
+            const u32 a3 = (lds32(w1 + off + 16) >> sh) & 0x0f0f0f0fu;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+                int c[4];
+                mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+                isc[j][0] += sc0 * c[0];
+                isc[j][1] += sc0 * c[1];
+                isc[j][2] += sc1 * c[2];
+                isc[j][3] += sc1 * c[3];
+            }
+        }
+        const float d0 = ldh(w0), dm0 = ldh(w0 + 2), d1 = ldh(w1), dm1 = ldh(w1 + 2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
+                int imn0 = 0, imn1 = 0;
+#pragma unroll
+                for (int s = 0; s < 8; ++s) {
+                    const int bs = q8k_bsum(yb, 2 * s) + q8k_bsum(yb, 2 * s + 1);
+                    imn0 += mn0[s] * bs;
+                    imn1 += mn1[s] * bs;
+                }
+                const float yd = q8k_d(yb);
+                v[j][q] = q4k_block_value(d0, dm0, yd, isc[j][q], imn0);
+                v[j][2 + q] = q4k_block_value(d1, dm1, yd, isc[j][2 + q], imn1);
+            }
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+}
+
+// c = a·b (m16n8k16, s8 × s8 → s32, zero accumulator). a: rows g, g+8 at k 4t..4t+3; b: k
+// 4t..4t+3 of token g; c as mma_s8_16x8x32's.
+__device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 b0) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+#else
+    c[0] = c[1] = c[2] = c[3] = 0;
+#endif
+}
+
+// Q6_K against Q8_K: a step is one block, staged as 256 signed quants a row (q − 32, in
+// element order) plus its 16 scales and d; each 16-element sub-block's sums are one MMA
+// (m16n8k16), scaled by the sub-block's scale and added (exact); the step value is
+// q6k_block_value of that sum.
+extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
+    __shared__ __align__(16) u8 wq[MMQ_BM * 256];
+    __shared__ __align__(16) i8 wsc[MMQ_BM * 16];
+    __shared__ float wd[MMQ_BM];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * 210;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();
+        // Four consecutive elements 4i.. of a row a time: element e = 128h + 32k + l has its
+        // low nibble in ql[64h + 32(k & 1) + l] (>> 4(k >> 1)), its high bits in
+        // qh[32h + l] (>> 2k).
+        for (int i = tid; i < MMQ_BM * 64; i += 128) {
+            const int r = i >> 6, e = 4 * (i & 63), h = e >> 7, k = (e >> 5) & 3, l = e & 31;
+            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210;
+            const u32 lo = (ld32(x + 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1))) & 0x0f0f0f0fu;
+            const u32 hi = (ld32(x + 128 + 32 * h + l) >> (2 * k)) & 0x03030303u;
+            *(u32*)(wq + r * 256 + e) = __vsub4(lo | (hi << 4), 0x20202020u);
+            if ((i & 63) < 8) *(u16*)(wsc + r * 16 + 2 * (i & 63)) = ld16(x + 192 + 2 * (i & 63));
+            if ((i & 63) == 8) wd[r] = ldh(x + 208);
+        }
+        for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
+            const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
+            *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
+                *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
+        }
+        __syncthreads();
+        int isc[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+#pragma unroll
+        for (int s = 0; s < 16; ++s) {
+            const u32 a0 = lds32(wq + r0 * 256 + 16 * s + 4 * t4), a1 = lds32(wq + r1 * 256 + 16 * s + 4 * t4);
+            const int sc0 = wsc[r0 * 16 + s], sc1 = wsc[r1 * 16 + s];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int c[4];
+                mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * Q8_K_BYTES + 4 + 16 * s + 4 * t4));
+                isc[j][0] += sc0 * c[0];
+                isc[j][1] += sc0 * c[1];
+                isc[j][2] += sc1 * c[2];
+                isc[j][3] += sc1 * c[3];
+            }
+        }
+        const float d0 = wd[r0], d1 = wd[r1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
+                v[j][q] = q6k_block_value(d0, yd, isc[j][q]);
+                v[j][2 + q] = q6k_block_value(d1, yd, isc[j][2 + q]);
+            }
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+}
+
+// Q8_0 against Q8_0: a step is 8 blocks; the step value is the pairwise sum (((0+1)+(2+3)) +
+// ((4+5)+(6+7))) of the blocks' q8_0_block_value (blocks past the row's end count 0). The
+// 34-byte blocks are only 2-byte aligned: staged as 32 quants at 4-byte offsets plus the scale.
+#define Q8_0_STEP 8
+extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(MMQ_ARGS) {
+    __shared__ __align__(16) u8 wq[MMQ_BM * Q8_0_STEP * 32];
+    __shared__ float wd[MMQ_BM * Q8_0_STEP];
+    __shared__ __align__(16) u8 aq[MMQ_BN * Q8_0_STEP * 32];
+    __shared__ float ad[MMQ_BN * Q8_0_STEP];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 32;
+    const long long row_bytes = (long long)nblocks * Q8_0_BYTES;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();
+        // One (row, block) a thread at a time: 16 two-byte quant pairs and the scale.
+        for (int i = tid; i < MMQ_BM * Q8_0_STEP; i += 128) {
+            const int r = i / Q8_0_STEP, k = i - r * Q8_0_STEP, blk = min(b * Q8_0_STEP + k, nblocks - 1);
+            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)blk * Q8_0_BYTES;
+            u8* dst = wq + i * 32;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) *(u32*)(dst + 4 * j) = ld32(src + 2 + 4 * j);
+            wd[i] = ldh(src);
+        }
+        for (int i = tid; i < MMQ_BN * Q8_0_STEP; i += 128) {
+            const int t = i / Q8_0_STEP, k = i - t * Q8_0_STEP, blk = min(b * Q8_0_STEP + k, nblocks - 1);
+            const u8* src = act + (long long)xr[t] * act_stride + (long long)blk * Q8_0_BYTES;
+            u8* dst = aq + i * 32;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) *(u32*)(dst + 4 * j) = ld32(src + 2 + 4 * j);
+            ad[i] = ldh(src);
+        }
+        __syncthreads();
+        // Block k's values into bv; the pairwise sums kept as they complete (few registers).
+        auto block_values = [&](int k, float (&bv)[4][4]) {
+            const bool valid = b * Q8_0_STEP + k < nblocks;
+            const u8* x0 = wq + (r0 * Q8_0_STEP + k) * 32 + 4 * t4;
+            const u8* x1 = wq + (r1 * Q8_0_STEP + k) * 32 + 4 * t4;
+            const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
+            const float dw0 = wd[r0 * Q8_0_STEP + k], dw1 = wd[r1 * Q8_0_STEP + k];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const u8* yb = aq + ((8 * j + g) * Q8_0_STEP + k) * 32 + 4 * t4;
+                int c[4];
+                mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float da = ad[(8 * j + 2 * t4 + (q & 1)) * Q8_0_STEP + k];
+                    bv[j][q] = valid ? q8_0_block_value(c[q], q < 2 ? dw0 : dw1, da) : 0.0f;
+                }
+            }
+        };
+        auto pair = [&](int k, float (&out)[4][4]) {
+            float x[4][4], z[4][4];
+            block_values(k, x);
+            block_values(k + 1, z);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) out[j][q] = __fadd_rn(x[j][q], z[j][q]);
+        };
+        float lo[4][4], hi[4][4], t[4][4];
+        pair(0, lo);
+        pair(2, t);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) lo[j][q] = __fadd_rn(lo[j][q], t[j][q]);
+        pair(4, hi);
+        pair(6, t);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(lo[j][q], __fadd_rn(hi[j][q], t[j][q]));
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, (nblocks + Q8_0_STEP - 1) / Q8_0_STEP, ks, order, tiles, n_used, x_per_slot,
+              step);
 }
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------

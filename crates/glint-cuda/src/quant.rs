@@ -368,12 +368,24 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
+/// Rows from which a few-token product fills the GPU with `mmq_*` blocks (two per
+/// multiprocessor of an H200).
+const MMQ_MANY_ROWS: usize = MMQ_BM * 2 * 132;
 
-/// The tensor-core product for more than MV_TOK tokens (Q4_K), unless `GLINT_CUDA_MMQ=0`
-/// (the per-unit kernels then run; both give the same bits, so this only compares speed).
-fn mmq_enabled() -> bool {
+/// The tensor-core kernel for batched products of a type that has one,
+/// unless `GLINT_CUDA_MMQ=0` (the per-unit kernels then run; both give the same bits, so
+/// this only compares speed).
+fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ").map_or(true, |v| v != "0"))
+    if !*ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ").map_or(true, |v| v != "0")) {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_K => Some("mmq_q4_k"),
+        GgmlType::Q6_K => Some("mmq_q6_k"),
+        GgmlType::Q8_0 => Some("mmq_q8_0"),
+        _ => None,
+    }
 }
 
 /// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`).
@@ -412,8 +424,13 @@ pub(crate) fn matmul(
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
-    if n > MV_TOK && w.ty == GgmlType::Q4_K && mmq_enabled() {
-        let f = be.func(Family::Quant, "mmq_q4_k")?;
+    // Batches of the MMQ types go to the tensor cores (the same bits as one token alone) once
+    // they are more than MV_TOK tokens, or from 2 tokens on for weights with rows enough to
+    // fill the GPU with 64-row blocks (the output head): a tile of few tokens over few rows is
+    // too few blocks, each walking its whole rows alone (H200: 8 sequences at 0.62x).
+    let mmq_here = n > MV_TOK || (n > 1 && rows >= MMQ_MANY_ROWS);
+    if let Some(name) = mmq_kernel(w.ty).filter(|_| mmq_here) {
+        let f = be.func(Family::Quant, name)?;
         let mut b = be.stream.launch_builder(&f);
         b.arg(&w.data);
         act.push(&mut b);
@@ -497,8 +514,8 @@ pub(crate) fn mul_mat_id(
     let ks_i = ks as i32;
     if grouped(n, pairs, slices) {
         // Tensor-core tiles of up to MMQ_BN pairs once the experts average more than MV_TOK.
-        let mmq = w.ty == GgmlType::Q4_K && mmq_enabled() && pairs > MV_TOK * slices;
-        let tile = if mmq { MMQ_BN } else { MV_TOK };
+        let mmq = mmq_kernel(w.ty).filter(|_| pairs > MV_TOK * slices);
+        let tile = if mmq.is_some() { MMQ_BN } else { MV_TOK };
         let tile_i = tile as i32;
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
         let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
@@ -523,7 +540,7 @@ pub(crate) fn mul_mat_id(
         // past the last slice (y holds pairs × rows, checked above); shared memory holds one
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
-        let f = be.func(Family::Quant, if mmq { "mmq_q4_k" } else { k.matvec })?;
+        let f = be.func(Family::Quant, mmq.unwrap_or(k.matvec))?;
         let mut b = be.stream.launch_builder(&f);
         b.arg(&w.data);
         act.push(&mut b);
@@ -539,7 +556,7 @@ pub(crate) fn mul_mat_id(
             .arg(&per_slot_i);
         // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
         // are checked above.
-        let grid = if mmq {
+        let grid = if mmq.is_some() {
             LaunchConfig {
                 grid_dim: (
                     rows.div_ceil(MMQ_BM) as u32,

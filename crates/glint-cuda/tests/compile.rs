@@ -62,6 +62,8 @@ fn quant_entries(arch: &str, text: &str) {
         "mmid_iq2_xxs",
         "mmid_group",
         "mmq_q4_k",
+        "mmq_q8_0",
+        "mmq_q6_k",
         "get_rows_q6_k",
     ] {
         assert!(

@@ -400,9 +400,12 @@ fn shapes_are_checked() {
 fn grouping_many_experts_matches_the_cpu_backend() {
     // Q8_0: 1500 experts, eight-pair tiles of the per-unit kernel.
     grouping_case(GgmlType::Q8_0, 64, 5, 1500, 3, 600);
-    // Q4_K: 100 experts averaging 18 pairs, the tensor-core kernel's tiles of up to 32 pairs
-    // (full and partial), over more rows than one of its row tiles.
+    // Then experts averaging 18 and 36 pairs: the tensor-core kernels' tiles of up to 32
+    // pairs (full and partial), over more rows than one of their row tiles.
     grouping_case(GgmlType::Q4_K, 512, 70, 100, 3, 600);
+    grouping_case(GgmlType::Q6_K, 512, 70, 100, 3, 600);
+    // Q8_0 rows of 192 (attn_k_b's): six blocks, one partial tensor-core step.
+    grouping_case(GgmlType::Q8_0, 192, 70, 50, 3, 600);
 }
 
 fn grouping_case(ty: GgmlType, cols: usize, rows: usize, slices: usize, n_used: usize, n: usize) {
