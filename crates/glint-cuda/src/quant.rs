@@ -368,9 +368,6 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
-/// Rows from which a few-token product fills the GPU with `mmq_*` blocks (two per
-/// multiprocessor of an H200).
-const MMQ_MANY_ROWS: usize = MMQ_BM * 2 * 132;
 
 /// The tensor-core kernel for batched products of a type that has one,
 /// unless `GLINT_CUDA_MMQ=0` (the per-unit kernels then run; both give the same bits, so
@@ -424,11 +421,11 @@ pub(crate) fn matmul(
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
-    // Batches of the MMQ types go to the tensor cores (the same bits as one token alone) once
-    // they are more than MV_TOK tokens, or from 2 tokens on for weights with rows enough to
-    // fill the GPU with 64-row blocks (the output head): a tile of few tokens over few rows is
-    // too few blocks, each walking its whole rows alone (H200: 8 sequences at 0.62x).
-    let mmq_here = n > MV_TOK || (n > 1 && rows >= MMQ_MANY_ROWS);
+    // Batches of more than MV_TOK tokens of the MMQ types go to the tensor cores (the same bits
+    // as one token alone). Not fewer: a tile of up to 8 tokens wastes most of the MMA and of
+    // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
+    // even with the output head alone on the tensor cores, 0.62x with every weight).
+    let mmq_here = n > MV_TOK;
     if let Some(name) = mmq_kernel(w.ty).filter(|_| mmq_here) {
         let f = be.func(Family::Quant, name)?;
         let mut b = be.stream.launch_builder(&f);
