@@ -16,7 +16,10 @@
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
-// (crates/glint-cuda/src/quant.rs) has the matching table row per type.
+// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q6_K and Q8_0
+// also have a tensor-core kernel for batches (`mmq_<name>`, after the macro lines), and their
+// W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can keep
+// (row_dot_blocks), so both paths give the same bits.
 //
 // Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
 // rows; a block holds max(MV_ROWS, ks) warps (blockDim = (32, that)). The host picks ks > 1

@@ -551,8 +551,6 @@ pub(crate) fn mul_mat_id(
             .arg(&mut tiles)
             .arg(&used_i)
             .arg(&per_slot_i);
-        // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
-        // are checked above.
         let grid = if mmq.is_some() {
             LaunchConfig {
                 grid_dim: (
@@ -566,6 +564,9 @@ pub(crate) fn mul_mat_id(
         } else {
             mv_grid(rows, max_tiles(pairs, slices, tile), ks)
         };
+        // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
+        // are checked above; mmid_group made them of at most `tile` pairs, what the kernel
+        // reads.
         unsafe { b.launch(grid) }.map_err(dev(OP))?;
         return Ok(());
     }
