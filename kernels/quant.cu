@@ -447,8 +447,8 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
     // Unit u is qs bytes 16u..16u+15 (one 16-byte load: blocks and rows are 16-byte multiples):
     // their low nibbles are elements 16h.. of sub-block 2p, the high nibbles the same elements
     // of sub-block 2p+1 (p = u/2, h = u%2), so a warp reads each row contiguously. The
-    // activation's part once (A), then each weight row (dot), whose 16-byte header (d, dmin,
-    // scales) is one load.
+    // activation's part once (A), then each weight row's integer parts (ints), whose 16-byte
+    // header (d, dmin, scales) is one load.
     struct A {
         int lo[4], hi[4];
         float d;
@@ -468,24 +468,6 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
         r.bs_lo = q8k_bsum(y, 4 * p + h);
         r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
         return r;
-    }
-    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
-        const int p = u >> 1;
-        const uint4 hd = *(const uint4*)x;
-        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
-        const u32 qq[4] = {q.x, q.y, q.z, q.w};
-        int slo = 0, shi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
-            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
-        }
-        int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
-        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
-        const float d = __half2float(__ushort_as_half((u16)(hd.x & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
-        return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
     }
     // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
     static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
@@ -547,29 +529,6 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
         const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
         return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
     }
-    // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
-    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
-        const int p = u >> 1;
-        const uint4 hd = *(const uint4*)x;
-        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
-        const u32 qq[4] = {q.x, q.y, q.z, q.w};
-        int slo = 0, shi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
-            shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
-        }
-        int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
-        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
-        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
-    }
-    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
-        const u32 h = *(const u32*)x;
-        const float d = __half2float(__ushort_as_half((u16)(h & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half((u16)(h >> 16)));
-        return q4k_block_value(d, dmin, y.d, s.x, s.y);
-    }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
         int sc, m;
@@ -597,7 +556,7 @@ struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
     // Unit u covers l = 8c..8c+7 (c = u%4) of half h = u/4, in all four 32-element groups k:
     // 8 bytes of each ql run and of qh, read by 2-byte loads (blocks are 210 bytes), so the
     // lanes of a warp read consecutive bytes. Element 128h + 32k + l has scale 8h + 2k + c/2.
-    // The activation's part once (A), then each weight row (dot).
+    // The activation's part once (A), then each weight row's integer part (ints).
     struct A {
         int q[4][2];
         float d;
@@ -614,28 +573,7 @@ struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
         r.d = q8k_d(y);
         return r;
     }
-    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
-        const int h = u >> 2, c = u & 3;
-        const u8* qla = x + 64 * h + 8 * c;
-        const u8* qh = x + 128 + 32 * h + 8 * c;
-        const i8* sc = (const i8*)(x + 192) + 8 * h + (c >> 1);
-        int sum[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const u32 la = ld32(qla + 4 * j), lb = ld32(qla + 32 + 4 * j), hv = ld32(qh + 4 * j);
-            const u32 v[4] = {
-                (la & 0x0f0f0f0fu) | ((hv & 0x03030303u) << 4),
-                (lb & 0x0f0f0f0fu) | (((hv >> 2) & 0x03030303u) << 4),
-                ((la >> 4) & 0x0f0f0f0fu) | (((hv >> 4) & 0x03030303u) << 4),
-                ((lb >> 4) & 0x0f0f0f0fu) | (((hv >> 6) & 0x03030303u) << 4),
-            };
-#pragma unroll
-            for (int k = 0; k < 4; ++k) sum[k] = __dp4a((int)__vsub4(v[k], 0x20202020u), y.q[k][j], sum[k]);
-        }
-        const int s = sc[0] * sum[0] + sc[2] * sum[1] + sc[4] * sum[2] + sc[6] * sum[3];
-        return (ldh(x + 208) * y.d) * (float)s;
-    }
-    // Unit u's part of Σ scale·(q·a): dot's integer sum.
+    // Unit u's part of Σ scale·(q·a).
     static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
         const int h = u >> 2, c = u & 3;
         const u8* qla = x + 64 * h + 8 * c;
@@ -1045,54 +983,54 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
         for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
     if constexpr (BlockSum<W>::v) {
         row_dot_blocks<W, MAXT>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc);
-        return;
-    }
-    // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
-    // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
-    // decodes each weight unit once for all the tokens instead of once per token (it does not
-    // hoist loads out of a branch), and one unit a pass keeps that in registers. A token's sum
-    // is the same expression either way. (The other types' per-token `vd` spills when so
-    // hoisted: they keep the branch.)
-    constexpr bool HOIST = MAXT > 1 && W::SPLIT;
-    const int units = HOIST && nt == 0 ? 0 : cols / W::QK * W::NSUB;
+    } else {
+        // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
+        // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
+        // decodes each weight unit once for all the tokens instead of once per token (it does not
+        // hoist loads out of a branch), and one unit a pass keeps that in registers. A token's sum
+        // is the same expression either way. (The other types' per-token `vd` spills when so
+        // hoisted: they keep the branch.)
+        constexpr bool HOIST = MAXT > 1 && W::SPLIT;
+        const int units = HOIST && nt == 0 ? 0 : cols / W::QK * W::NSUB;
 #pragma unroll(HOIST ? 1 : 2)
-    for (int u = part * 32 + (threadIdx.x & 31); u < units; u += 32 * ks) {
-        const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
-        if constexpr (HOIST) {
-            // Rows past nr repeat row nr − 1 (only a weight of fewer than MV_RPW rows has them).
-            const u8* wr[MV_RPW];
+        for (int u = part * 32 + (threadIdx.x & 31); u < units; u += 32 * ks) {
+            const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
+            if constexpr (HOIST) {
+                // Rows past nr repeat row nr − 1 (only a weight of fewer than MV_RPW rows has them).
+                const u8* wr[MV_RPW];
 #pragma unroll
-            for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
+                for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
 #pragma unroll
-            for (int t = 0; t < MAXT; ++t) {
-                const typename W::A a = W::act(arow(t), ib, sub);
+                for (int t = 0; t < MAXT; ++t) {
+                    const typename W::A a = W::act(arow(t), ib, sub);
 #pragma unroll
-                for (int r = 0; r < MV_RPW; ++r) acc[r][t] += W::dot(wr[r], a, sub);
-            }
-        } else {
+                    for (int r = 0; r < MV_RPW; ++r) acc[r][t] += W::dot(wr[r], a, sub);
+                }
+            } else {
 #pragma unroll
-            for (int t = 0; t < MAXT; ++t) {
-                if (t < nt) {
-                    if constexpr (W::SPLIT) {
-                        const typename W::A a = W::act(arow(t), ib, sub);
+                for (int t = 0; t < MAXT; ++t) {
+                    if (t < nt) {
+                        if constexpr (W::SPLIT) {
+                            const typename W::A a = W::act(arow(t), ib, sub);
 #pragma unroll
-                        for (int r = 0; r < MV_RPW; ++r)
-                            if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
-                    } else {
+                            for (int r = 0; r < MV_RPW; ++r)
+                                if (r < nr) acc[r][t] += W::dot(wrow + r * row_bytes + (long long)ib * W::TS, a, sub);
+                        } else {
 #pragma unroll
-                        for (int r = 0; r < MV_RPW; ++r)
-                            if (r < nr)
-                                acc[r][t] +=
-                                    W::vd(wrow + r * row_bytes + (long long)ib * W::TS, arow(t), ib, sub);
+                            for (int r = 0; r < MV_RPW; ++r)
+                                if (r < nr)
+                                    acc[r][t] +=
+                                        W::vd(wrow + r * row_bytes + (long long)ib * W::TS, arow(t), ib, sub);
+                        }
                     }
                 }
             }
         }
+#pragma unroll
+        for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+            for (int t = 0; t < MAXT; ++t) acc[r][t] = warp_sum(acc[r][t]);
     }
-#pragma unroll
-    for (int r = 0; r < MV_RPW; ++r)
-#pragma unroll
-        for (int t = 0; t < MAXT; ++t) acc[r][t] = warp_sum(acc[r][t]);
 }
 
 // Adds the `ks` warps' sums of each row group (in warp order) into lane 0 of its first warp.
@@ -1493,6 +1431,17 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
     }
 }
 
+// Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as` (one per token, in
+// order); every thread of the block takes part.
+__device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
+                                          long long act_stride, int b) {
+    for (int i = threadIdx.x; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
+        const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
+        *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
+            *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
+    }
+}
+
 #define MMQ_ARGS                                                                                         \
     const u8 *__restrict__ w, const u8 *__restrict__ act, float *__restrict__ y, int cols, int rows, int n, \
         long long act_stride, int ks, const u32 *__restrict__ order, const u32 *__restrict__ tiles, int n_used, \
@@ -1515,11 +1464,7 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q4_k(MMQ_ARGS) {
             const long long rr = min(row0 + r, rows - 1);
             *(uint4*)(ws + r * 144 + 16 * c) = *(const uint4*)(wt + rr * row_bytes + (long long)b * 144 + 16 * c);
         }
-        for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
-            const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
-            *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
-                *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
-        }
+        stage_q8k(as, act, xr, act_stride, b);
         __syncthreads();
         int isc[4][4];
 #pragma unroll
@@ -1607,11 +1552,7 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
             if ((i & 63) < 8) *(u16*)(wsc + r * 16 + 2 * (i & 63)) = ld16(x + 192 + 2 * (i & 63));
             if ((i & 63) == 8) wd[r] = ldh(x + 208);
         }
-        for (int i = tid; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
-            const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
-            *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
-                *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
-        }
+        stage_q8k(as, act, xr, act_stride, b);
         __syncthreads();
         int isc[4][4];
 #pragma unroll

@@ -369,6 +369,20 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
 
+/// One `mmq_*` block per MMQ_BM rows and token tile (tiles past the grid's height are
+/// strided over it).
+fn mmq_grid(rows: usize, tiles: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            rows.div_ceil(MMQ_BM) as u32,
+            tiles.clamp(1, GRID_YZ_MAX) as u32,
+            1,
+        ),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// The tensor-core kernel for batched products of a type that has one,
 /// unless `GLINT_CUDA_MMQ=0` (the per-unit kernels then run; both give the same bits, so
 /// this only compares speed).
@@ -425,39 +439,10 @@ pub(crate) fn matmul(
     // as one token alone). Not fewer: a tile of up to 8 tokens wastes most of the MMA and of
     // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
     // even with the output head alone on the tensor cores, 0.62x with every weight).
-    let mmq_here = n > MV_TOK;
-    if let Some(name) = mmq_kernel(w.ty).filter(|_| mmq_here) {
-        let f = be.func(Family::Quant, name)?;
-        let mut b = be.stream.launch_builder(&f);
-        b.arg(&w.data);
-        act.push(&mut b);
-        b.arg(&mut y.data)
-            .arg(&cols_i)
-            .arg(&rows_i)
-            .arg(&n_i)
-            .arg(&stride)
-            .arg(&ks_i);
-        let (null, zero) = (0u64, 0i32);
-        b.arg(&null).arg(&null).arg(&zero).arg(&zero);
-        let cfg = LaunchConfig {
-            grid_dim: (
-                rows.div_ceil(MMQ_BM) as u32,
-                n.div_ceil(MMQ_BN).min(GRID_YZ_MAX) as u32,
-                1,
-            ),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: as for matvec_* below (token tiles stride over grid.y); the kernel clamps its
-        // row and token reads to the last row and token and writes only rows < rows of tokens
-        // < n.
-        unsafe { b.launch(cfg) }.map_err(dev(OP))?;
-        return Ok(());
-    }
-    let (name, per_set) = if n == 1 {
-        (k.matvec1, 1)
-    } else {
-        (k.matvec, MV_TOK)
+    let (name, grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
+        Some(name) => (name, mmq_grid(rows, n.div_ceil(MMQ_BN))),
+        None if n == 1 => (k.matvec1, mv_grid(rows, 1, ks)),
+        None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
     };
     let f = be.func(Family::Quant, name)?;
     let mut b = be.stream.launch_builder(&f);
@@ -467,16 +452,17 @@ pub(crate) fn matmul(
         .arg(&cols_i)
         .arg(&rows_i)
         .arg(&n_i)
-        .arg(&stride);
-    b.arg(&ks_i);
-    // matvec_* without tiles: no grouping (null order and tiles, never read).
+        .arg(&stride)
+        .arg(&ks_i);
+    // matvec_* and mmq_* without tiles: no grouping (null order and tiles, never read).
     let (null, zero) = (0u64, 0i32);
     if n > 1 {
         b.arg(&null).arg(&null).arg(&zero).arg(&zero);
     }
     // SAFETY: the kernel reads rows × row_bytes of w (checked at upload), n activation rows
-    // and writes n × rows floats of y (checked above).
-    unsafe { b.launch(mv_grid(rows, n.div_ceil(per_set), ks)) }.map_err(dev(OP))?;
+    // and writes n × rows floats of y (checked above); token tiles stride over grid.y, and
+    // mmq_* clamps its row and token reads to the last row and token.
+    unsafe { b.launch(grid) }.map_err(dev(OP))?;
     Ok(())
 }
 
@@ -552,15 +538,7 @@ pub(crate) fn mul_mat_id(
             .arg(&used_i)
             .arg(&per_slot_i);
         let grid = if mmq.is_some() {
-            LaunchConfig {
-                grid_dim: (
-                    rows.div_ceil(MMQ_BM) as u32,
-                    max_tiles(pairs, slices, tile).min(GRID_YZ_MAX) as u32,
-                    1,
-                ),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            }
+            mmq_grid(rows, max_tiles(pairs, slices, tile))
         } else {
             mv_grid(rows, max_tiles(pairs, slices, tile), ks)
         };

@@ -1,6 +1,7 @@
 //! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
-//! the CPU backend: `matmul` (1, 3 and 9 tokens: 9 takes the more-than-8-tokens path; a batch's
-//! rows bit-identical to each token alone),
+//! the CPU backend: `matmul` (1, 3, 9 and 40 tokens: 3 takes the batched per-unit kernel, 9 and
+//! 40 the more-than-8-tokens path — the tensor cores for Q4_K, Q6_K, Q8_0; a batch's rows
+//! bit-identical to each token alone),
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
@@ -287,30 +288,15 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
                 // Batch invariance: the first and last tokens alone (one token: the ungrouped
                 // kernel) give the bits they got inside the batch.
                 for t in [0, n - 1].into_iter().filter(|_| n > 1) {
-                    let sel1 = &sel[t * n_used..(t + 1) * n_used];
-                    let xr = if per_slot { n_used } else { 1 };
-                    let x1 = &x[t * xr * cols..(t + 1) * xr * cols];
-                    let mut y1 = cuda.alloc(n_used * rows).unwrap();
-                    cuda.mul_mat_id(
-                        &wc,
-                        &cuda.upload_ids(sel1).unwrap(),
+                    let mm = MmId {
+                        sel: &sel,
                         n_used,
-                        &cuda.upload(x1).unwrap(),
+                        x: &x,
                         per_slot,
-                        1,
-                        &mut y1,
-                    )
-                    .expect("cuda mul_mat_id, one token");
-                    let mut alone = vec![0.0f32; n_used * rows];
-                    cuda.download(&y1, &mut alone).unwrap();
-                    let batch = &got[t * n_used * rows..(t + 1) * n_used * rows];
-                    for (i, (a, b)) in alone.iter().zip(batch).enumerate() {
-                        assert_eq!(
-                            a.to_bits(),
-                            b.to_bits(),
-                            "{what}: token {t} element {i}: alone {a}, in the batch {b}"
-                        );
-                    }
+                        cols,
+                        rows,
+                    };
+                    assert_token_alone(cuda, &wc, &mm, &got, t, &what);
                 }
 
                 // An expert id past the last slice writes zeros there and leaves the rest.
@@ -478,28 +464,62 @@ fn grouping_case(ty: GgmlType, cols: usize, rows: usize, slices: usize, n_used: 
         &tol,
     );
     // Batch invariance: pairs alone (the one-token kernel) give the bits of the grouped run.
+    let mm = MmId {
+        sel: &sel,
+        n_used,
+        x: &x,
+        per_slot: false,
+        cols,
+        rows,
+    };
     for t in [0usize, 1, n / 2, n - 1] {
-        let sel1 = &sel[t * n_used..(t + 1) * n_used];
-        let mut y1 = cuda.alloc(n_used * rows).unwrap();
-        cuda.mul_mat_id(
-            &wc,
-            &cuda.upload_ids(sel1).unwrap(),
-            n_used,
-            &cuda.upload(&x[t * cols..(t + 1) * cols]).unwrap(),
-            false,
-            1,
-            &mut y1,
-        )
-        .unwrap();
-        let mut alone = vec![0.0f32; n_used * rows];
-        cuda.download(&y1, &mut alone).unwrap();
-        let batch = &got[t * n_used * rows..(t + 1) * n_used * rows];
-        for (i, (a, b)) in alone.iter().zip(batch).enumerate() {
-            assert_eq!(
-                a.to_bits(),
-                b.to_bits(),
-                "{ty} grouped: token {t} element {i}: alone {a}, grouped {b}"
-            );
-        }
+        assert_token_alone(&cuda, &wc, &mm, &got, t, &format!("{ty} grouped"));
+    }
+}
+
+/// The inputs of one `mul_mat_id` call: expert ids, the activation rows and their layout.
+struct MmId<'a> {
+    sel: &'a [u32],
+    n_used: usize,
+    x: &'a [f32],
+    per_slot: bool,
+    cols: usize,
+    rows: usize,
+}
+
+/// Token `t` of a `mul_mat_id` batch, run alone (one token: the ungrouped kernel), gives the
+/// bits it got in the batch (`got`).
+fn assert_token_alone(
+    cuda: &CudaBackend,
+    w: &<CudaBackend as Backend>::Weight<'_>,
+    mm: &MmId,
+    got: &[f32],
+    t: usize,
+    what: &str,
+) {
+    let (n_used, cols, rows) = (mm.n_used, mm.cols, mm.rows);
+    let sel1 = &mm.sel[t * n_used..(t + 1) * n_used];
+    let xr = if mm.per_slot { n_used } else { 1 };
+    let x1 = &mm.x[t * xr * cols..(t + 1) * xr * cols];
+    let mut y1 = cuda.alloc(n_used * rows).unwrap();
+    cuda.mul_mat_id(
+        w,
+        &cuda.upload_ids(sel1).unwrap(),
+        n_used,
+        &cuda.upload(x1).unwrap(),
+        mm.per_slot,
+        1,
+        &mut y1,
+    )
+    .expect("cuda mul_mat_id, one token");
+    let mut alone = vec![0.0f32; n_used * rows];
+    cuda.download(&y1, &mut alone).unwrap();
+    let batch = &got[t * n_used * rows..(t + 1) * n_used * rows];
+    for (i, (a, b)) in alone.iter().zip(batch).enumerate() {
+        assert_eq!(
+            a.to_bits(),
+            b.to_bits(),
+            "{what}: token {t} element {i}: alone {a}, in the batch {b}"
+        );
     }
 }
