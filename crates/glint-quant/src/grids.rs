@@ -68,6 +68,20 @@ const fn expand4<const N: usize>(hex: &[u8], map: &[u8; 8]) -> [u32; N] {
     out
 }
 
+/// The packed 16-bit form of a grid entry (2 bits per coordinate for IQ2, a nibble per
+/// coordinate for IQ3), as stored: SIMD kernels that look codes up in registers (`vpermi2w`)
+/// and expand them with byte shuffles want this rather than the byte-per-coordinate tables.
+const fn codes16<const N: usize>(hex: &[u8]) -> [u16; N] {
+    assert!(hex.len() == N * 4);
+    let mut out = [0u16; N];
+    let mut e = 0;
+    while e < N {
+        out[e] = hex_byte(hex, 2 * e) as u16 | (hex_byte(hex, 2 * e + 1) as u16) << 8;
+        e += 1;
+    }
+    out
+}
+
 /// IQ2_XXS lattice: 256 points of 8 coordinates in {8, 25, 43}, one byte each.
 pub static IQ2XXS_GRID: [u64; 256] = expand8(IQ2XXS_HEX, &IQ2_MAP);
 /// IQ2_XS lattice: 512 points.
@@ -76,10 +90,20 @@ pub static IQ2XS_GRID: [u64; 512] = expand8(IQ2XS_HEX, &IQ2_MAP);
 pub static IQ2S_GRID: [u64; 1024] = expand8(IQ2S_HEX, &IQ2_MAP);
 /// IQ3_XXS lattice: 256 points of 4 coordinates.
 pub static IQ3XXS_GRID: [u32; 256] = expand4(IQ3XXS_HEX, &IQ3XXS_MAP);
+/// IQ2_XXS entries as 2-bit codes into `IQ2_MAP` (coordinate k in bits 2k, 2k+1).
+pub static IQ2XXS_CODES: [u16; 256] = codes16(IQ2XXS_HEX);
+/// IQ3_XXS entries as 3-bit codes into `IQ3XXS_MAP` (coordinate k in nibble k).
+pub static IQ3XXS_CODES: [u16; 256] = codes16(IQ3XXS_HEX);
+/// The coordinate magnitudes of [`IQ2XXS_CODES`] and [`IQ3XXS_CODES`].
+pub const IQ2_LEVELS: [u8; 3] = IQ2_MAP;
+/// See [`IQ2_LEVELS`].
+pub const IQ3XXS_LEVELS: [u8; 8] = IQ3XXS_MAP;
 /// IQ3_S lattice: 512 points of 4 coordinates.
 pub static IQ3S_GRID: [u32; 512] = expand4(IQ3S_HEX, &IQ3S_MAP);
 /// IQ1_S / IQ1_M lattice: 2048 points of 8 coordinates in {-1, 0, 1} (as i8 bytes).
 pub static IQ1S_GRID: [u64; 2048] = expand8(IQ1S_HEX, &IQ1_MAP);
+/// [`IQ1S_GRID`] with every coordinate plus one (0, 1, 2): unsigned bytes for `vpmaddubsw`.
+pub static IQ1S_GRID_P1: [u64; 2048] = expand8(IQ1S_HEX, &[0, 1, 2]);
 
 /// Offset added to every IQ1 grid coordinate before scaling (sign chosen per group).
 pub const IQ1S_DELTA: f32 = 0.125;

@@ -22,6 +22,7 @@ const SIMD_TYPES: &[GgmlType] = &[
     GgmlType::IQ4_XS,
     GgmlType::IQ2_XXS,
     GgmlType::IQ3_XXS,
+    GgmlType::IQ1_S,
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -266,4 +267,29 @@ fn cols_kernels_equal_single_token_bits() {
         }
     }
     eprintln!("{covered} (type, family) multi-token kernels checked");
+}
+
+/// IQ1_S's SIMD kernel adds the reference's per-block float expression in block order, so its
+/// result must be the scalar reference's exact bits (activations include Q8_K's -128, which a
+/// `vpsignb` formulation would get wrong).
+#[test]
+fn iq1_s_equals_scalar_bits() {
+    let ty = GgmlType::IQ1_S;
+    for seed in 0..64u64 {
+        let mut rng = Rng::new(seed);
+        let n = 256 * (1 + seed as usize % 9);
+        let w = random_weights(ty, n, &mut rng);
+        let x = random_activations(n, &mut rng);
+        let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_K, n).unwrap()];
+        dot::quantize_activation(GgmlType::Q8_K, &x, &mut act).unwrap();
+        let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+        for isa in Isa::all_available() {
+            let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
+            assert_eq!(
+                got.to_bits(),
+                scalar.to_bits(),
+                "{isa:?} seed {seed}: {got} vs {scalar}"
+            );
+        }
+    }
 }

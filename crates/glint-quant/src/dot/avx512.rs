@@ -10,9 +10,10 @@ use std::arch::x86_64::*;
 use glint_gguf::GgmlType;
 
 use super::avx2::{blocks, cols_entry};
+use super::avx512_iq::{iq2_xxs_impl, iq3_xxs_impl};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, COLS};
-use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
+use crate::grids::KVALUES_IQ4NL;
 
 /// The AVX-512 kernel for `ty`, if there is one.
 pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
@@ -24,8 +25,9 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         Q5_K => q5_k,
         Q6_K => q6_k,
         IQ4_XS => iq4_xs,
-        IQ2_XXS => iq2_xxs,
-        IQ3_XXS => iq3_xxs,
+        // Without VBMI the AVX2 kernels (see avx512_iq).
+        IQ2_XXS if super::avx512_iq::available() => iq2_xxs,
+        IQ3_XXS if super::avx512_iq::available() => iq3_xxs,
         _ => return None,
     })
 }
@@ -70,12 +72,6 @@ safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 #[inline(always)]
 unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
-}
-
-/// Sixteen i16 lanes of `a` then sixteen of `b`.
-#[inline(always)]
-unsafe fn split16(a: i16, b: i16) -> __m512i {
-    join(_mm256_set1_epi16(a), _mm256_set1_epi16(b))
 }
 
 /// Signed x signed bytes summed in fours (abs / conditional negate, then `vpdpbusd`).
@@ -537,98 +533,4 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
     _mm512_reduce_add_ps(acc)
-}
-
-/// Sign masks of two 32-groups from their sign words without table lookups: the eight 7-bit
-/// fields are deposited one per byte (`pdep`) and each byte's parity becomes its bit 7, which is
-/// what ggml's `ksigns_iq2xs` table encodes.
-#[inline(always)]
-unsafe fn signs64(a: u32, b: u32) -> u64 {
-    let v = (a & 0x0fff_ffff) as u64 | ((b & 0x0fff_ffff) as u64) << 28;
-    let s = _pdep_u64(v, 0x7f7f_7f7f_7f7f_7f7f);
-    let mut x = s ^ (s >> 4);
-    x ^= x >> 2;
-    x ^= x >> 1;
-    s | ((x & 0x0101_0101_0101_0101) << 7)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
-unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm512_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 66), y.add(i * 292));
-        prefetch_ahead(xb, 66);
-        let mut sumi = _mm512_setzero_si512();
-        for p in 0..4 {
-            // Two 32-groups: each is a u32 of four grid indices and a u32 of signs + scale.
-            let q = xb.add(2 + 16 * p) as *const u32;
-            let (a0, a1, b0, b1) = (
-                q.read_unaligned(),
-                q.add(1).read_unaligned(),
-                q.add(2).read_unaligned(),
-                q.add(3).read_unaligned(),
-            );
-            let g = |i: u32| IQ2XXS_GRID[i as usize] as i64;
-            let grid = _mm512_set_epi64(
-                g(b0 >> 24),
-                g((b0 >> 16) & 255),
-                g((b0 >> 8) & 255),
-                g(b0 & 255),
-                g(a0 >> 24),
-                g((a0 >> 16) & 255),
-                g((a0 >> 8) & 255),
-                g(a0 & 255),
-            );
-            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
-            let q8s = _mm512_mask_sub_epi8(q8, signs64(a1, b1), _mm512_setzero_si512(), q8);
-            let p16 = _mm512_maddubs_epi16(grid, q8s);
-            let ls = split16(2 * (a1 >> 28) as i16 + 1, 2 * (b1 >> 28) as i16 + 1);
-            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
-        }
-        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
-    }
-    0.125 * _mm512_reduce_add_ps(acc)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
-unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm512_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 98), y.add(i * 292));
-        prefetch_ahead(xb, 98);
-        let mut sumi = _mm512_setzero_si512();
-        for p in 0..4 {
-            let q3 = xb.add(2 + 16 * p);
-            let g = |k: usize| IQ3XXS_GRID[*q3.add(k) as usize] as i32;
-            let grid = _mm512_set_epi32(
-                g(15),
-                g(14),
-                g(13),
-                g(12),
-                g(11),
-                g(10),
-                g(9),
-                g(8),
-                g(7),
-                g(6),
-                g(5),
-                g(4),
-                g(3),
-                g(2),
-                g(1),
-                g(0),
-            );
-            let aux = xb.add(66 + 8 * p) as *const u32;
-            let (a, b) = (aux.read_unaligned(), aux.add(1).read_unaligned());
-            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
-            let q8s = _mm512_mask_sub_epi8(q8, signs64(a, b), _mm512_setzero_si512(), q8);
-            let p16 = _mm512_maddubs_epi16(grid, q8s);
-            let ls = split16(2 * (a >> 28) as i16 + 1, 2 * (b >> 28) as i16 + 1);
-            sumi = _mm512_dpwssd_epi32(sumi, p16, ls);
-        }
-        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
-    }
-    0.25 * _mm512_reduce_add_ps(acc)
 }

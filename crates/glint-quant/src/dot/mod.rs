@@ -17,7 +17,11 @@ mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq1;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_iq;
 mod f32_order;
 mod scalar_float;
 mod scalar_iq;

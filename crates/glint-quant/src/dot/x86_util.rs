@@ -44,6 +44,15 @@ pub unsafe fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// Horizontal sum of eight i32 lanes (exact while the true sum fits in an i32).
+#[inline(always)]
+pub unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    _mm_cvtsi128_si32(s)
+}
+
 /// 32 bytes from an unaligned pointer.
 #[inline(always)]
 pub unsafe fn load256(p: *const u8) -> __m256i {
