@@ -16,9 +16,9 @@
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
-// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q6_K and Q8_0
-// also have a tensor-core kernel for batches (`mmq_<name>`, after the macro lines), and their
-// W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can keep
+// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q5_K, Q6_K, Q8_0
+// and IQ4_XS also have a tensor-core kernel for batches (`mmq_<name>`, after the macro lines),
+// and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can keep
 // (row_dot_blocks), so both paths give the same bits.
 //
 // Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
@@ -34,9 +34,10 @@
 //           runs over its tiles of up to MV_TOK pairs of one expert (grid.y strides over the
 //           tiles), so an expert's rows are read once per tile instead of once per pair.
 //   get_rows: 256 threads, grid min(n, 65535); one block per gathered row.
-// The hot types' units (Q4_K, Q5_K, Q6_K, Q8_0) are runs of consecutive bytes, so the lanes of
-// a warp read a row contiguously, with wide loads and dp4a on the integer sums; Q4_K and Q5_K
-// use 16-byte loads, which their 16-byte-multiple blocks (and device allocations) align.
+// The hot types' units (Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS) are runs of consecutive bytes, so the
+// lanes of a warp read a row contiguously, with wide loads and dp4a on the integer sums; Q4_K
+// and Q5_K use 16-byte loads, IQ4_XS 8-byte ones, which their 16- (8-) byte-multiple blocks
+// (and device allocations) align.
 // Byte offsets are `long long` (an expert tensor can exceed 2^31 bytes). Every multi-byte
 // field of every block sits at an even offset and every block size except MXFP4's (which has
 // no multi-byte field) is even, so 16-bit loads are aligned; 32-bit fields are assembled from
@@ -366,6 +367,25 @@ __device__ __forceinline__ void scale_min_k4_regs(int j, u32 s0, u32 s1, u32 s2,
     }
 }
 
+// The pairs 2p and 2p + 1 of scale_min_k4 from the same three registers: bytes 2(p & 1) and
+// 2(p & 1) + 1 of each word, shifted down once (fewer registers than two scale_min_k4_regs).
+__device__ __forceinline__ void scale_min_k4_pair(int p, u32 s0, u32 s1, u32 s2, int& sc0, int& m0, int& sc1,
+                                                  int& m1) {
+    const int sh = 16 * (p & 1);
+    const u32 w0 = s0 >> sh, w1 = s1 >> sh, w2 = s2 >> sh;
+    if (p < 2) {
+        sc0 = (int)(w0 & 63);
+        m0 = (int)(w1 & 63);
+        sc1 = (int)((w0 >> 8) & 63);
+        m1 = (int)((w1 >> 8) & 63);
+    } else {
+        sc0 = (int)((w2 & 0x0f) | (((w0 >> 6) & 3) << 4));
+        m0 = (int)(((w2 >> 4) & 0x0f) | (((w1 >> 6) & 3) << 4));
+        sc1 = (int)(((w2 >> 8) & 0x0f) | (((w0 >> 14) & 3) << 4));
+        m1 = (int)(((w2 >> 12) & 0x0f) | (((w1 >> 14) & 3) << 4));
+    }
+}
+
 // Q3_K scale j (0..16), bias 32 removed.
 __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
     int low = j < 8 ? (p[j] & 0x0f) : (p[j - 8] >> 4);
@@ -503,32 +523,45 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
 };
 
 struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
-    enum { QK = 256, TS = 176, NSUB = 8, SPLIT = 1 };
+    // BLOCKSUM: rows summed block by block with Q4_K's block value (row_dot_blocks).
+    enum { QK = 256, TS = 176, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 1 };
     // Units and the activation's part as Q4_K's (16 qs bytes each); the fifth bits of those
     // elements are bits 2p and 2p+1 of qh bytes 16h..16h+15.
     using A = W_q4_k::A;
     static __device__ __forceinline__ A act(const u8* a, int ib, int u) { return W_q4_k::act(a, ib, u); }
-    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
+    // Unit u's 5-bit quants: elements 16h..16h+15 of sub-block 2p (lo) and of 2p + 1 (hi), four
+    // a word (p = u/2, h = u%2). mmq_q5_k stages the same words.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&lo)[4], u32 (&hi)[4]) {
         const int p = u >> 1, h = u & 1;
-        const uint4 hd = *(const uint4*)x;
         const uint4 q = *(const uint4*)(x + 48 + 16 * u);
         const uint4 hb = *(const uint4*)(x + 16 + 16 * h);
         const u32 qq[4] = {q.x, q.y, q.z, q.w}, hh[4] = {hb.x, hb.y, hb.z, hb.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            lo[j] = (qq[j] & 0x0f0f0f0fu) | (((hh[j] >> (2 * p)) & 0x01010101u) << 4);
+            hi[j] = ((qq[j] >> 4) & 0x0f0f0f0fu) | (((hh[j] >> (2 * p + 1)) & 0x01010101u) << 4);
+        }
+    }
+    // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum. The scales as three
+    // 4-byte loads (not Q4_K's 16-byte header, d and dmin are fin's): matvec1_q5_k and
+    // mmid_q5_k then fit 64 registers without spilling.
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        const int p = u >> 1;
+        const u32 s0 = *(const u32*)(x + 4), s1 = *(const u32*)(x + 8), s2 = *(const u32*)(x + 12);
+        u32 lo[4], hi[4];
+        quants(x, u, lo, hi);
         int slo = 0, shi = 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const u32 lo = (qq[j] & 0x0f0f0f0fu) | (((hh[j] >> (2 * p)) & 0x01010101u) << 4);
-            const u32 hi = ((qq[j] >> 4) & 0x0f0f0f0fu) | (((hh[j] >> (2 * p + 1)) & 0x01010101u) << 4);
-            slo = __dp4a((int)lo, y.lo[j], slo);
-            shi = __dp4a((int)hi, y.hi[j], shi);
+            slo = __dp4a((int)lo[j], y.lo[j], slo);
+            shi = __dp4a((int)hi[j], y.hi[j], shi);
         }
         int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
-        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
-        const float d = __half2float(__ushort_as_half((u16)(hd.x & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half((u16)(hd.x >> 16)));
-        return (d * y.d) * (float)(sc0 * slo + sc1 * shi) - (dmin * y.d) * (float)(m0 * y.bs_lo + m1 * y.bs_hi);
+        scale_min_k4_pair(p, s0, s1, s2, sc0, m0, sc1, m1);
+        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
     }
+    // d and dmin lead the block as in Q4_K.
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return W_q4_k::fin(x, y, s); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
         int sc, m;
@@ -864,23 +897,83 @@ struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbl
     }
 };
 
+// kvalues_iq4nl[4k..4k+3] as one word (constants: the table is const, its reads fold).
+__device__ __forceinline__ u32 iq4nl_word(int k) {
+    return (u32)(u8)kvalues_iq4nl[4 * k] | ((u32)(u8)kvalues_iq4nl[4 * k + 1] << 8) |
+           ((u32)(u8)kvalues_iq4nl[4 * k + 2] << 16) | ((u32)(u8)kvalues_iq4nl[4 * k + 3] << 24);
+}
+
+// The IQ4_NL values of the eight nibbles of q, four int8 a word: lo those of bytes 0..3's low
+// nibbles, hi those of their high nibbles. Byte permutes of the table held in four registers
+// (entries 0..7 and 8..15, bit 3 of the index picks the half), not indexed loads; no selector
+// nibble has bit 3 set (prmt's sign-replicate mode).
+__device__ __forceinline__ void iq4nl_lookup8(u32 q, u32& lo, u32& hi) {
+    const u32 t0 = iq4nl_word(0), t1 = iq4nl_word(1), t2 = iq4nl_word(2), t3 = iq4nl_word(3);
+    const u32 idx = q & 0x77777777u, half = 0x32103210u | ((q & 0x88888888u) >> 1);
+    // r0: the values of nibbles 0..3 (lo0, hi0, lo1, hi1), r1: of nibbles 4..7.
+    const u32 r0 = __byte_perm(__byte_perm(t0, t1, idx), __byte_perm(t2, t3, idx), half);
+    const u32 r1 = __byte_perm(__byte_perm(t0, t1, idx >> 16), __byte_perm(t2, t3, idx >> 16), half >> 16);
+    lo = __byte_perm(r0, r1, 0x6420);
+    hi = __byte_perm(r0, r1, 0x7531);
+}
+
 struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
-    enum { QK = 256, TS = 136, NSUB = 8, SPLIT = 0 };
+    // BLOCKSUM: rows summed block by block, as Q6_K's (row_dot_blocks, q6k_block_value of
+    // Σ (ls − 32)·(q·a) over the 8 sub-blocks); no min term.
+    enum { QK = 256, TS = 136, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0 };
     static __device__ __forceinline__ int ls(const u8* x, int g) {
         const int lo = (x[4 + g / 2] >> (4 * (g % 2))) & 0x0f;
         const int hi = (ld16(x + 2) >> (2 * g)) & 3;
         return lo | (hi << 4);
     }
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
+    // ls(x, g) − 32 from scales_h (`h`) and the four scales_l bytes (`l`, one word).
+    static __device__ __forceinline__ int scale(u32 h, u32 l, int g) {
+        return (int)(((l >> (4 * g)) & 0x0f) | (((h >> (2 * g)) & 3) << 4)) - 32;
+    }
+    static __device__ __forceinline__ int scale(const u8* x, int g) {
+        return scale(ld16(x + 2), *(const u32*)(x + 4), g);
+    }
+    // Unit g is sub-block g: qs bytes 16g..16g+15, whose low nibbles are its elements 0..15 and
+    // high nibbles 16..31; read as two 8-byte loads (the 136-byte blocks are 8-byte multiples),
+    // so the lanes of a warp read a row contiguously. lo[j]: the values of elements 4j..4j+3,
+    // hi[j]: of 16 + 4j.. (mmq_iq4_xs stages the same words).
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&lo)[4], u32 (&hi)[4]) {
+        const uint2 q0 = *(const uint2*)(x + 8 + 16 * g), q1 = *(const uint2*)(x + 16 + 16 * g);
+        const u32 qq[4] = {q0.x, q0.y, q1.x, q1.y};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) iq4nl_lookup8(qq[j], lo[j], hi[j]);
+    }
+    struct A {
+        int lo[4], hi[4];
+        float d;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int g) {
         const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8* qs = x + 8 + 16 * g;
-        const i8* q8 = q8k_qs(y) + 32 * g;
+        const int* q8 = (const int*)(q8k_qs(y) + 32 * g);
+        A r;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            r.lo[j] = q8[j];
+            r.hi[j] = q8[j + 4];
+        }
+        r.d = q8k_d(y);
+        return r;
+    }
+    // Unit g's part of Σ (ls − 32)·(q·a).
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int g) {
+        const u32 sh = ld16(x + 2), sl = *(const u32*)(x + 4);
+        u32 lo[4], hi[4];
+        quants(x, g, lo, hi);
         int s = 0;
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
-            s += q8[j] * kvalues_iq4nl[qs[j] & 0x0f] + q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
-        const float dl = (ldh(x) * q8k_d(y)) * (float)(ls(x, g) - 32);
-        return dl * (float)s;
+        for (int j = 0; j < 4; ++j) {
+            s = __dp4a((int)lo[j], y.lo[j], s);
+            s = __dp4a((int)hi[j], y.hi[j], s);
+        }
+        return make_int2(scale(sh, sl, g) * s, 0);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
+        return q6k_block_value(ldh(x), y.d, s.x);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, j = e % 32;
@@ -925,11 +1018,12 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
 
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
 // (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
-// BLOCKSUM 1 (Q4_K): a step is one block; its NSUB = 8 lanes add their units' integer parts
-// (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a step is 8 consecutive blocks,
-// a lane each, their values added pairwise by an 8-lane butterfly (blocks past the row's end
-// count 0). Warp `part` of a row group takes a contiguous run of passes, so a row's sum is:
-// per part, its steps left to right from 0; then group_sum adds the parts in order.
+// BLOCKSUM 1 (Q4_K, Q5_K, Q6_K, IQ4_XS): a step is one block; its NSUB = 8 lanes add their
+// units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a step is 8
+// consecutive blocks, a lane each, their values added pairwise by an 8-lane butterfly (blocks
+// past the row's end count 0). Warp `part` of a row group takes a contiguous run of passes, so
+// a row's sum is: per part, its steps left to right from 0; then group_sum adds the parts in
+// order.
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                                int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
@@ -1663,6 +1757,153 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(MMQ_ARGS) {
     };
     mmq_tiles(w, y, rows, n, row_bytes, (nblocks + Q8_0_STEP - 1) / Q8_0_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
+}
+
+// Bytes of a row of 256 int8 quants staged by mmq_q5_k / mmq_iq4_xs: padded so that the MMA
+// operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit distinct banks.
+#define MMQ_WQ 272
+
+// The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
+// bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
+// `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), as
+// mmq_q4_k's, for this thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are
+// i8 (else u8).
+template <bool SIGNED>
+__device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
+    const int r1 = r0 + 8;
+    const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
+    const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
+        const u8* x1 = wq + r1 * MMQ_WQ + 32 * s + 4 * t4;
+        const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
+        const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
+        const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
+        const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+            int c[4];
+            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+            isc[j][0] += sc0 * c[0];
+            isc[j][1] += sc0 * c[1];
+            isc[j][2] += sc1 * c[2];
+            isc[j][3] += sc1 * c[3];
+        }
+    }
+}
+
+// Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W_q5_k::quants: low
+// nibble and fifth bit, in element order) with its 8 scales and mins and d, dmin; then as
+// mmq_q4_k: an MMA per 32-element sub-block, Σ scale·(q·a) and Σ min·bsum, q4k_block_value.
+extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
+    __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
+    __shared__ float2 wd[MMQ_BM];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * 176;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();  // the previous step's readers are done (and x_row is written)
+        // One (row, unit u) a time: unit u's quants (elements 16h.. of sub-blocks 2p, 2p + 1)
+        // and sub-block u's scale and min; unit 0 also d and dmin.
+        for (int i = tid; i < MMQ_BM * 8; i += 128) {
+            const int r = i >> 3, u = i & 7;
+            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 176;
+            const uint4 hd = *(const uint4*)x;
+            u32 lo[4], hi[4];
+            W_q5_k::quants(x, u, lo, hi);
+            u8* dst = wq + r * MMQ_WQ + 64 * (u >> 1) + 16 * (u & 1);
+            *(uint4*)dst = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4*)(dst + 32) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            int sc, m;
+            scale_min_k4_regs(u, hd.y, hd.z, hd.w, sc, m);
+            wsc[8 * r + u] = (u8)sc;
+            wmn[8 * r + u] = (u8)m;
+            if (u == 0)
+                wd[r] = make_float2(__half2float(__ushort_as_half((u16)(hd.x & 0xffff))),
+                                    __half2float(__ushort_as_half((u16)(hd.x >> 16))));
+        }
+        stage_q8k(as, act, xr, act_stride, b);
+        __syncthreads();
+        int isc[4][4];
+        mmq_sub32<false>(wq, wsc, as, r0, g, t4, isc);
+        const u32 m0[2] = {lds32(wmn + 8 * r0), lds32(wmn + 8 * r0 + 4)};
+        const u32 m1[2] = {lds32(wmn + 8 * r1), lds32(wmn + 8 * r1 + 4)};
+        const float2 d0 = wd[r0], d1 = wd[r1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
+                int imn0 = 0, imn1 = 0;
+#pragma unroll
+                for (int s = 0; s < 8; ++s) {
+                    // bsums 2s and 2s + 1 (one word: Q8_K blocks are 4-byte multiples).
+                    const u32 bw = lds32(yb + 260 + 4 * s);
+                    const int bs = (int)(i16)(u16)(bw & 0xffff) + ((int)bw >> 16);
+                    imn0 += (int)((m0[s >> 2] >> (8 * (s & 3))) & 0xff) * bs;
+                    imn1 += (int)((m1[s >> 2] >> (8 * (s & 3))) & 0xff) * bs;
+                }
+                const float yd = q8k_d(yb);
+                v[j][q] = q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn0);
+                v[j][2 + q] = q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn1);
+            }
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+}
+
+// IQ4_XS against Q8_K: a step is one block, staged as 256 table values a row
+// (W_iq4_xs::quants, in element order) with its 8 scales ls − 32 and d; an MMA per 32-element
+// sub-block, scaled and added (exact); the step value is q6k_block_value of that sum, as
+// W_iq4_xs::fin's.
+extern "C" __global__ void __launch_bounds__(128) mmq_iq4_xs(MMQ_ARGS) {
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
+    __shared__ float wd[MMQ_BM];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * 136;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();  // the previous step's readers are done (and x_row is written)
+        // One (row, sub-block s) a time: its 32 values and scale; sub-block 0 also d.
+        for (int i = tid; i < MMQ_BM * 8; i += 128) {
+            const int r = i >> 3, s = i & 7;
+            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 136;
+            u32 lo[4], hi[4];
+            W_iq4_xs::quants(x, s, lo, hi);
+            u8* dst = wq + r * MMQ_WQ + 32 * s;
+            *(uint4*)dst = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4*)(dst + 16) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            wsc[8 * r + s] = (u8)(i8)W_iq4_xs::scale(x, s);
+            if (s == 0) wd[r] = ldh(x);
+        }
+        stage_q8k(as, act, xr, act_stride, b);
+        __syncthreads();
+        int isc[4][4];
+        mmq_sub32<true>(wq, wsc, as, r0, g, t4, isc);
+        const float d0 = wd[r0], d1 = wd[r1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
+                v[j][q] = q6k_block_value(d0, yd, isc[j][q]);
+                v[j][2 + q] = q6k_block_value(d1, yd, isc[j][2 + q]);
+            }
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------

@@ -94,7 +94,9 @@ impl CudaBackend {
         let (ctx, info) = device::open(ordinal)?;
         // A stream of its own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream().map_err(dev("creating a CUDA stream"))?;
-        let arch = compile::arch_for(info.compute_capability.0, info.compute_capability.1);
+        let (major, minor) = info.compute_capability;
+        let arch =
+            compile::sass_arch_for(major, minor).unwrap_or_else(|| compile::arch_for(major, minor));
         let mut modules = HashMap::new();
         for (fam, ptxs) in compile::compile_all(&arch, &info.driver)? {
             let ms = ptxs

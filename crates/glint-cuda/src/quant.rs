@@ -393,7 +393,9 @@ fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
     }
     match ty {
         GgmlType::Q4_K => Some("mmq_q4_k"),
+        GgmlType::Q5_K => Some("mmq_q5_k"),
         GgmlType::Q6_K => Some("mmq_q6_k"),
+        GgmlType::IQ4_XS => Some("mmq_iq4_xs"),
         GgmlType::Q8_0 => Some("mmq_q8_0"),
         _ => None,
     }
@@ -629,7 +631,7 @@ mod tests {
         assert_eq!(names.len(), KINDS.len());
     }
 
-    /// Each kernel the table names is defined in kernels/quant.cu.
+    /// Each kernel the table names, and each `mmq_kernel`, is defined in kernels/quant.cu.
     #[test]
     fn kernels_exist_in_source() {
         let src = crate::compile::Family::Quant.source();
@@ -641,6 +643,9 @@ mod tests {
             );
             if let Some((q, _, _)) = quantizer(k.partner) {
                 assert!(src.contains(&format!("void {q}(")), "{q} missing");
+            }
+            if let Some(m) = mmq_kernel(k.ty) {
+                assert!(src.contains(&format!(") {m}(MMQ_ARGS)")), "{m} missing");
             }
         }
     }

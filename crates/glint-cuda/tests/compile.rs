@@ -7,8 +7,9 @@ use glint_cuda::compile::{compile, Family};
 
 #[test]
 fn every_kernel_family_compiles_for_sm80_and_sm90a() {
-    // No disk cache: this test is about the compiler accepting the sources.
-    std::env::set_var("GLINT_KERNEL_CACHE", tempfile::tempdir().unwrap().path());
+    // A fresh disk cache: this test is about the compiler accepting the sources.
+    let cache = tempfile::tempdir().unwrap();
+    std::env::set_var("GLINT_KERNEL_CACHE", cache.path());
     // One thread per architecture: NVRTC compiles independent programs concurrently, and the
     // quant family alone takes over a minute per architecture.
     std::thread::scope(|sc| {
@@ -39,12 +40,52 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
             });
         }
     });
+    small_families_compile_to_cubins(cache.path());
+}
+
+/// What `CudaBackend` loads on a GPU NVRTC knows: machine code, so the driver translates
+/// nothing at start. The small families are built as sm_90a and sm_80 cubins here and read
+/// back from the cache (quant.cu's cubins, minutes of ptxas on two cores, are built on the GPU
+/// machine by every CUDA test).
+fn small_families_compile_to_cubins(cache: &std::path::Path) {
+    let small = [
+        Family::Elementwise,
+        Family::Moe,
+        Family::Mla,
+        Family::Indexer,
+    ];
+    for arch in ["sm_90a", "sm_80"] {
+        for fam in small {
+            let parts = compile(fam, arch, "test").unwrap_or_else(|e| panic!("{arch}: {e}"));
+            assert!(
+                parts.iter().all(|(_, cached)| !cached),
+                "{arch} {}",
+                fam.file()
+            );
+            let again = compile(fam, arch, "test").unwrap();
+            assert!(
+                again.iter().all(|(_, cached)| *cached),
+                "{arch} {}: cache",
+                fam.file()
+            );
+        }
+    }
+    let cubins: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cubin"))
+        .collect();
+    assert_eq!(cubins.len(), 2 * small.len(), "{cubins:?}");
+    for p in cubins {
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF", "{}: not an ELF cubin", p.display());
+    }
 }
 
 /// quant.cu's kernels of each kind the Rust table (src/quant.rs) names, by a sample of types,
 /// across its programs; and each type's kernels in exactly one of them.
 fn quant_entries(arch: &str, text: &str) {
-    for ty in ["f32", "q4_k", "q6_k", "iq1_m", "iq4_xs"] {
+    for ty in ["f32", "q4_k", "q5_k", "q6_k", "iq1_m", "iq4_xs"] {
         for kind in ["matvec", "matvec1", "mmid", "get_rows"] {
             let n = text.matches(&format!(".entry {kind}_{ty}(")).count();
             assert_eq!(n, 1, "{arch}: {kind}_{ty} in {n} of quant.cu's programs");
@@ -62,8 +103,10 @@ fn quant_entries(arch: &str, text: &str) {
         "mmid_iq2_xxs",
         "mmid_group",
         "mmq_q4_k",
+        "mmq_q5_k",
         "mmq_q8_0",
         "mmq_q6_k",
+        "mmq_iq4_xs",
         "get_rows_q6_k",
     ] {
         assert!(
