@@ -2,12 +2,12 @@
 //! registers, not memory.
 //!
 //! The byte-per-coordinate grids need one scalar load per 8 (IQ2) or 4 (IQ3) weights plus the
-//! inserts that assemble a vector from them: about 45 instructions per 64 weights, which kept
-//! these types compute-bound at a fifth of the memory bandwidth. Here a block's 32 (64) grid
-//! indices are looked up at once in the packed 16-bit code table held in eight registers
-//! (`vpermi2w`), and each 64 weights' codes become bytes with one word permute, one
-//! `vpmultishiftqb` (every byte takes its code's bits) and one `vpermb` (code to magnitude).
-//! Signs come from the same words by `vpmultishiftqb` and a nibble-parity shuffle. The integer
+//! inserts that assemble a vector from them, which kept these types compute-bound at a fifth
+//! of the memory bandwidth. Here a block's 32 (64) grid indices are looked up at once in the
+//! packed 16-bit code table held in eight registers (`vpermi2w`), after one byte permute of
+//! the indices that puts each pair of groups' codes where one `vpmultishiftqb` (every byte
+//! takes its code's bits) and one `vpermb` (code to magnitude) turn them into 64 weights.
+//! Signs stay on the scalar side (`pdep` and a parity fold), whose ports are idle. The integer
 //! sums and the float steps are those of the scalar reference's per-block formula, so results
 //! match the AVX2 kernels (which the selection falls back to without VBMI) within the
 //! tolerance the tests state.
