@@ -381,18 +381,18 @@ unsafe fn k4_block_start(xb: *const u8, yd: f32, bsums: __m256i, acc_min: &mut _
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [_mm_setzero_ps(); R];
     let mut acc_min = [_mm256_setzero_ps(); R];
     for i in 0..nb {
         let yb = y.add(i * 292);
         let yd = f32_at(yb);
         let bsums = load256(yb.add(260));
-        let mut sc16 = [_mm256_setzero_si256(); R];
-        let mut sumi = [_mm256_setzero_si256(); R];
+        let mut sc16 = [_mm_setzero_si128(); R];
+        let mut sumi = [_mm_setzero_si128(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 144);
             prefetch_ahead(xb, 144);
-            sc16[r] = k4_block_start(xb, yd, bsums, &mut acc_min[r]);
+            sc16[r] = _mm256_castsi256_si128(k4_block_start(xb, yd, bsums, &mut acc_min[r]));
         }
         for j in 0..4 {
             let yl = load256(yb.add(4 + 64 * j));
@@ -401,38 +401,56 @@ unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
                 let q4 = load256(x.add(r * rb + i * 144 + 16 + 32 * j));
                 let lo = _mm256_and_si256(q4, m4);
                 let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-                let sl = _mm256_shuffle_epi8(sc16[r], words(2 * j, 2 * j));
-                let sh = _mm256_shuffle_epi8(sc16[r], words(2 * j + 1, 2 * j + 1));
-                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yl), sl);
-                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yh), sh);
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+                let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
+                let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
+                let pl = fold_madd(_mm256_maddubs_epi16(lo, yl), sl);
+                let ph = fold_madd(_mm256_maddubs_epi16(hi, yh), sh);
+                sumi[r] = _mm_add_epi32(sumi[r], _mm_add_epi32(pl, ph));
             }
         }
         for r in 0..R {
-            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 144)));
-            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * 144)));
+            acc[r] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
+    std::array::from_fn(|r| hsum_ps128(acc[r]) - hsum_ps(acc_min[r]))
+}
+
+/// `vpshufb` control copying i16 word `k` over a 128-bit register.
+#[inline(always)]
+unsafe fn word(k: usize) -> __m128i {
+    _mm_set1_epi16((((2 * k + 1) << 8) | (2 * k)) as i16)
+}
+
+/// The i16 pair sums `p` of one sub-block folded to eight words (the two 128-bit halves
+/// added, exact: at most 2 * 2 * 31 * 128 for 5-bit codes) and multiplied by the scale words
+/// `s`: one 128-bit `vpmaddwd` instead of a 256-bit one, which Zen 1's single multiply pipe
+/// runs in half the time.
+#[inline(always)]
+unsafe fn fold_madd(p: __m256i, s: __m128i) -> __m128i {
+    _mm_madd_epi16(
+        _mm_add_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)),
+        s,
+    )
 }
 
 /// Q5_K as Q4_K, the fifth bit of sub-block `2j` / `2j + 1` being bit `2j` / `2j + 1` of `qh`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [_mm_setzero_ps(); R];
     let mut acc_min = [_mm256_setzero_ps(); R];
     for i in 0..nb {
         let yb = y.add(i * 292);
         let yd = f32_at(yb);
         let bsums = load256(yb.add(260));
-        let mut sc16 = [_mm256_setzero_si256(); R];
+        let mut sc16 = [_mm_setzero_si128(); R];
         let mut qh = [_mm256_setzero_si256(); R];
-        let mut sumi = [_mm256_setzero_si256(); R];
+        let mut sumi = [_mm_setzero_si128(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 176);
             prefetch_ahead(xb, 176);
-            sc16[r] = k4_block_start(xb, yd, bsums, &mut acc_min[r]);
+            sc16[r] = _mm256_castsi256_si128(k4_block_start(xb, yd, bsums, &mut acc_min[r]));
             qh[r] = load256(xb.add(16));
         }
         for j in 0..4 {
@@ -452,19 +470,19 @@ unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
                     _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
                     _mm256_and_si256(h1, sixteen),
                 );
-                let sl = _mm256_shuffle_epi8(sc16[r], words(2 * j, 2 * j));
-                let sh = _mm256_shuffle_epi8(sc16[r], words(2 * j + 1, 2 * j + 1));
-                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yl), sl);
-                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yh), sh);
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+                let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
+                let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
+                let pl = fold_madd(_mm256_maddubs_epi16(lo, yl), sl);
+                let ph = fold_madd(_mm256_maddubs_epi16(hi, yh), sh);
+                sumi[r] = _mm_add_epi32(sumi[r], _mm_add_epi32(pl, ph));
             }
         }
         for r in 0..R {
-            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 176)));
-            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * 176)));
+            acc[r] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    std::array::from_fn(|r| hsum_ps(acc[r]) - hsum_ps(acc_min[r]))
+    std::array::from_fn(|r| hsum_ps128(acc[r]) - hsum_ps(acc_min[r]))
 }
 
 /// The 32 six-bit codes (0..64) of chunk `k` of a Q6_K half: low four bits from `ql` (its low
@@ -500,7 +518,7 @@ unsafe fn k4_cols_impl<const Q5: bool>(
     let bs = if Q5 { 176 } else { 144 };
     let m4 = _mm256_set1_epi8(0x0f);
     let sixteen = _mm256_set1_epi8(16);
-    let mut acc = [_mm256_setzero_ps(); COLS];
+    let mut acc = [_mm_setzero_ps(); COLS];
     let mut acc_min = [_mm256_setzero_ps(); COLS];
     for i in 0..nb {
         let xb = x.add(i * bs);
@@ -508,14 +526,14 @@ unsafe fn k4_cols_impl<const Q5: bool>(
         let (sc, mn) = k4_scales_mins_u64(xb.add(4));
         let m = _mm_cvtsi64_si128(mn as i64);
         let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-        let sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64));
         let qh = if Q5 {
             load256(xb.add(16))
         } else {
             _mm256_setzero_si256()
         };
         let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
-        let mut sumi = [_mm256_setzero_si256(); COLS];
+        let mut sumi = [_mm_setzero_si128(); COLS];
         for t in 0..COLS {
             let yb = y[t].add(i * 292);
             let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
@@ -543,23 +561,21 @@ unsafe fn k4_cols_impl<const Q5: bool>(
                     _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
                 )
             };
-            let sl = _mm256_shuffle_epi8(sc16, words(2 * j, 2 * j));
-            let sh = _mm256_shuffle_epi8(sc16, words(2 * j + 1, 2 * j + 1));
+            let sl = _mm_shuffle_epi8(sc16, word(2 * j));
+            let sh = _mm_shuffle_epi8(sc16, word(2 * j + 1));
             for (t, s) in sumi.iter_mut().enumerate() {
                 let yb = y[t].add(i * 292);
-                let pl =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j))), sl);
-                let ph =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j))), sh);
-                *s = _mm256_add_epi32(*s, _mm256_add_epi32(pl, ph));
+                let pl = fold_madd(_mm256_maddubs_epi16(lo, load256(yb.add(4 + 64 * j))), sl);
+                let ph = fold_madd(_mm256_maddubs_epi16(hi, load256(yb.add(36 + 64 * j))), sh);
+                *s = _mm_add_epi32(*s, _mm_add_epi32(pl, ph));
             }
         }
         for t in 0..COLS {
-            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            let d = _mm_set1_ps(f32_at(y[t].add(i * 292)) * wd);
+            acc[t] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[t]), acc[t]);
         }
     }
-    *out = std::array::from_fn(|t| hsum_ps(acc[t]) - hsum_ps(acc_min[t]));
+    *out = std::array::from_fn(|t| hsum_ps128(acc[t]) - hsum_ps(acc_min[t]));
 }
 
 /// Q6_K, `R` rows a pass. The bias 32 of every code is taken out in integers, as
@@ -584,10 +600,7 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
                 _mm256_setzero_si256(),
                 _mm256_slli_epi32(_mm256_madd_epi16(s16, bsums), 5),
             );
-            sc_half[r] = [
-                _mm256_permute2x128_si256(s16, s16, 0x00),
-                _mm256_permute2x128_si256(s16, s16, 0x11),
-            ];
+            sc_half[r] = [lanes_of(s16, 0), lanes_of(s16, 1)];
         }
         for h in 0..2 {
             for k in 0..4 {
@@ -610,6 +623,18 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
     acc.map(|a| hsum_ps(a))
 }
 
+/// 128-bit lane `k` of `v` in both lanes (`vinserti128`; Zen 1 splits `vperm2i128` into 8
+/// macro-ops).
+#[inline(always)]
+unsafe fn lanes_of(v: __m256i, k: usize) -> __m256i {
+    let h = if k == 0 {
+        _mm256_castsi256_si128(v)
+    } else {
+        _mm256_extracti128_si256(v, 1)
+    };
+    _mm256_set_m128i(h, h)
+}
+
 /// [`q6_k_impl`] (one row) for COLS activation rows: a block's 6-bit codes and scale words are
 /// built once per chunk, then each token runs that kernel's operations, in its order, on its
 /// own accumulators.
@@ -621,10 +646,7 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
         let xb = x.add(i * 210);
         prefetch_ahead(xb, 210);
         let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
-        let sc_half = [
-            _mm256_permute2x128_si256(s16, s16, 0x00),
-            _mm256_permute2x128_si256(s16, s16, 0x11),
-        ];
+        let sc_half = [lanes_of(s16, 0), lanes_of(s16, 1)];
         let sumi0 = |t: usize| {
             let bsums = load256(y[t].add(i * 292 + 260));
             _mm256_sub_epi32(
@@ -701,10 +723,11 @@ unsafe fn iq4_xs_impl<const R: usize>(
             sc16[r] = iq4xs_scales16(xb);
         }
         for p in 0..4 {
-            let y0 = load256(yb.add(4 + 64 * p));
-            let y1 = load256(yb.add(36 + 64 * p));
-            let ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
-            let yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
+            // Two 16-byte loads a register (`vinserti128` from memory): Zen 1 splits the
+            // cross-lane `vperm2i128` into 8 macro-ops.
+            let half = |o: usize| _mm_loadu_si128(yb.add(o) as *const __m128i);
+            let ylo = _mm256_set_m128i(half(36 + 64 * p), half(4 + 64 * p));
+            let yhi = _mm256_set_m128i(half(52 + 64 * p), half(20 + 64 * p));
             for r in 0..R {
                 let q = load256(x.add(r * rb + i * 136 + 8 + 32 * p));
                 let vl = _mm256_shuffle_epi8(values, _mm256_and_si256(q, m4));

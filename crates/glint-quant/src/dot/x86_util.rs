@@ -44,6 +44,14 @@ pub unsafe fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// Horizontal sum of four f32 lanes.
+#[inline(always)]
+pub unsafe fn hsum_ps128(s: __m128) -> f32 {
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
 /// Horizontal sum of eight i32 lanes (exact while the true sum fits in an i32).
 #[inline(always)]
 pub unsafe fn hsum_epi32(v: __m256i) -> i32 {
