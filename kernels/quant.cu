@@ -16,10 +16,11 @@
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
-// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q5_K, Q6_K, Q8_0
-// and IQ4_XS also have a tensor-core kernel for batches (`mmq_<name>`, after the macro lines),
-// and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can keep
-// (row_dot_blocks), so both paths give the same bits.
+// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q5_K, Q6_K, Q8_0,
+// IQ4_XS, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S also have a tensor-core kernel
+// for batches (`mmq_<name>`, after the macro lines), and their W structs say BLOCKSUM: every
+// kernel sums their rows in the order mmq_* can keep (row_dot_blocks), so both paths give the
+// same bits.
 //
 // Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
 // rows; a block holds max(MV_ROWS, ks) warps (blockDim = (32, that)). The host picks ks > 1
@@ -393,27 +394,91 @@ __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
     return (low | (high << 4)) - 32;
 }
 
-struct W_q2_k {  // scales[16], qs[64], d, dmin
-    enum { QK = 256, TS = 84, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int h = u / 4, s = u % 4;
-        const u8* q2 = x + 16 + 32 * h;
-        const i8* q8 = q8k_qs(y) + 128 * h + 32 * s;
-        int isum = 0, summs = 0;
+// A Q4_K block's value from its exact integer sums (Σ scale·q·a and Σ min·bsum over the
+// whole block): one rounding order for every kernel that reads Q4_K (matvec*, mmid, mmq), no
+// contraction, so the per-unit kernels and the tensor-core one give the same bits. Q2_K's too
+// (ggml's dall·isum − dmin·summs).
+__device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, int isc, int imn) {
+    return __fsub_rn(__fmul_rn(__fmul_rn(d, yd), (float)isc), __fmul_rn(__fmul_rn(dmin, yd), (float)imn));
+}
+
+// A Q6_K block's value from Σ scale·(q·a) over its 16 sub-blocks, without contraction (also
+// Q3_K's, IQ4_XS's, and the IQ2/IQ3 grids' before their final 0.125 / 0.25).
+__device__ __forceinline__ float q6k_block_value(float d, float yd, int isc) {
+    return __fmul_rn(__fmul_rn(d, yd), (float)isc);
+}
+
+// The activation's part of a 32-element unit u of Q8_K block ib: its quants 32u.. (eight words),
+// d, and the bsums of its two 16-element halves. For the BLOCKSUM types whose unit u is elements
+// 32u..32u+31 (Q2_K, Q3_K, the IQ2/IQ3 grids); a type without a min term never reads bs0/bs1
+// (the loads are dead).
+struct Q8K32 {
+    int q[8];
+    float d;
+    int bs0, bs1;
+};
+__device__ __forceinline__ Q8K32 q8k_unit32(const u8* a, int ib, int u) {
+    const u8* y = a + (long long)ib * Q8_K_BYTES;
+    const int* q8 = (const int*)(q8k_qs(y) + 32 * u);
+    Q8K32 r;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int g = 8 * h + 2 * s + half;
-            const u8 sc = x[g];
-            int isuml = 0;
+    for (int j = 0; j < 8; ++j) r.q[j] = q8[j];
+    r.d = q8k_d(y);
+    r.bs0 = q8k_bsum(y, 2 * u);
+    r.bs1 = q8k_bsum(y, 2 * u + 1);
+    return r;
+}
+
+// s0·(q·a over elements 0..15) + s1·(q·a over 16..31) for 32 int8 quants q (element order, four a
+// word) against the activation words a.
+__device__ __forceinline__ int dot32_scaled(const u32 (&q)[8], const int (&a)[8], int s0, int s1) {
+    int lo = 0, hi = 0;
 #pragma unroll
-            for (int l = 16 * half; l < 16 * half + 16; ++l) isuml += q8[l] * ((q2[l] >> (2 * s)) & 3);
-            isum += (sc & 0x0f) * isuml;
-            summs += q8k_bsum(y, g) * (sc >> 4);
-        }
-        const float yd = q8k_d(y);
-        return (yd * ldh(x + 80)) * (float)isum - (yd * ldh(x + 82)) * (float)summs;
+    for (int j = 0; j < 4; ++j) {
+        lo = __dp4a((int)q[j], a[j], lo);
+        hi = __dp4a((int)q[j + 4], a[j + 4], hi);
     }
+    return s0 * lo + s1 * hi;
+}
+
+// The "unit = elements 32u..32u+31" BLOCKSUM types (Q2_K, Q3_K, the IQ2/IQ3 grids) share one
+// interface, which row_dot_blocks (act, ints, fin) and mmq_staged (the rest) read:
+//   SUB      elements per scaled sub-block (16 or 32), SIGNED: whether its scales are i8 (else u8);
+//   quants(x, u, q)  unit u's 32 quants as int8 (signs, offsets and grids applied), element order;
+//   scales(x, u)     the scales of unit u's SUB-element sub-blocks, a byte each, first lowest
+//                    (mins(x, u) likewise, HAS_MIN only);
+//   d2(x)            (d, dmin) of the block;
+//   value(d, yd, isc, imn)  the block's value from its exact sums Σ scale·(q·a) and Σ min·bsum;
+//                    fin is value of d2.
+
+struct W_q2_k {  // scales[16], qs[64], d, dmin
+    // BLOCKSUM: rows summed block by block (row_dot_blocks), q4k_block_value of Σ scale·(q·a)
+    // and Σ min·bsum over the 16 sub-blocks of 16.
+    enum { QK = 256, TS = 84, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 1, SUB = 16, SIGNED = 0 };
+    using A = Q8K32;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) { return q8k_unit32(a, ib, u); }
+    // Unit u (h = u/4, s = u%4): bits 2s, 2s+1 of qs bytes 32h..32h+31, read as words (the
+    // 84-byte blocks are 4-byte multiples); sub-blocks 2u, 2u + 1.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
+        const u32* q2 = (const u32*)(x + 16 + 32 * (u >> 2));
+        const int sh = 2 * (u & 3);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = (q2[j] >> sh) & 0x03030303u;
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int u) { return ld16(x + 2 * u) & 0x0f0fu; }
+    static __device__ __forceinline__ u32 mins(const u8* x, int u) { return (ld16(x + 2 * u) >> 4) & 0x0f0fu; }
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        u32 q[8];
+        quants(x, u, q);
+        const u32 sc = ld16(x + 2 * u);
+        return make_int2(dot32_scaled(q, y.q, sc & 0x0f, (sc >> 8) & 0x0f),
+                         (int)((sc >> 4) & 0x0f) * y.bs0 + (int)(sc >> 12) * y.bs1);
+    }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x + 80), ldh(x + 82)); }
+    static __device__ __forceinline__ float value(float2 d, float yd, int isc, int imn) {
+        return q4k_block_value(d.x, d.y, yd, isc, imn);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(d2(x), y.d, s.x, s.y); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int h = e / 128, s = (e % 128) / 32, l = e % 32;
         const u8 sc = x[8 * h + 2 * s + l / 16];
@@ -425,26 +490,35 @@ struct W_q2_k {  // scales[16], qs[64], d, dmin
 };
 
 struct W_q3_k {  // hmask[32], qs[64], scales[12], d
-    enum { QK = 256, TS = 110, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const int half = u / 4, shift = 2 * (u % 4);
-        const u8 m = (u8)(1u << u);
-        const u8* qs = x + 32 + 32 * half;
-        const i8* q8 = q8k_qs(y) + 32 * u;
-        int sum = 0;
+    // BLOCKSUM: rows summed block by block, q6k_block_value of Σ (scale − 32)·(q·a) over the 16
+    // sub-blocks of 16; no min term.
+    enum { QK = 256, TS = 110, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0, SUB = 16, SIGNED = 1 };
+    using A = Q8K32;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) { return q8k_unit32(a, ib, u); }
+    // Unit u (h = u/4, k = u%4): bits 2k, 2k+1 of qs bytes 32h..32h+31, minus 4 where bit u of
+    // hmask byte l is clear; ld32 (the 110-byte blocks are only 2-byte aligned).
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
+        const u8* qs = x + 32 + 32 * (u >> 2);
+        const int sh = 2 * (u & 3);
 #pragma unroll
-        for (int g = 0; g < 2; ++g) {
-            int s = 0;
-#pragma unroll
-            for (int l = 16 * g; l < 16 * g + 16; ++l) {
-                int q = ((qs[l] >> shift) & 3) - ((x[l] & m) ? 0 : 4);
-                s += q * q8[l];
-            }
-            sum += q3k_scale(x + 96, 2 * u + g) * s;
+        for (int j = 0; j < 8; ++j) {
+            const u32 lo = (ld32(qs + 4 * j) >> sh) & 0x03030303u, hb = (ld32(x + 4 * j) >> u) & 0x01010101u;
+            q[j] = __vsub4(lo | (hb << 2), 0x04040404u);
         }
-        return (ldh(x + 108) * q8k_d(y)) * (float)sum;
     }
+    static __device__ __forceinline__ u32 scales(const u8* x, int u) {
+        return (u32)(u8)(i8)q3k_scale(x + 96, 2 * u) | ((u32)(u8)(i8)q3k_scale(x + 96, 2 * u + 1) << 8);
+    }
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
+        u32 q[8];
+        quants(x, u, q);
+        return make_int2(dot32_scaled(q, y.q, q3k_scale(x + 96, 2 * u), q3k_scale(x + 96, 2 * u + 1)), 0);
+    }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x + 108), 0.0f); }
+    static __device__ __forceinline__ float value(float2 d, float yd, int isc, int) {
+        return q6k_block_value(d.x, yd, isc);
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(d2(x), y.d, s.x, 0); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
         const float dl = ldh(x + 108) * (float)q3k_scale(x + 96, e / 16);
@@ -452,13 +526,6 @@ struct W_q3_k {  // hmask[32], qs[64], scales[12], d
         return dl * (float)q;
     }
 };
-
-// A Q4_K block's value from its exact integer sums (Σ scale·q·a and Σ min·bsum over the
-// whole block): one rounding order for every kernel that reads Q4_K (matvec*, mmid, mmq), no
-// contraction, so the per-unit kernels and the tensor-core one give the same bits.
-__device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, int isc, int imn) {
-    return __fsub_rn(__fmul_rn(__fmul_rn(d, yd), (float)isc), __fmul_rn(__fmul_rn(dmin, yd), (float)imn));
-}
 
 struct W_q4_k {  // d, dmin, scales[12], qs[128]
     // BLOCKSUM: a row's sum is its blocks' values (q4k_block_value of the block's integer
@@ -571,11 +638,6 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
         return __fsub_rn(__fmul_rn(d1, (float)q), m1);
     }
 };
-
-// A Q6_K block's value from Σ scale·(q·a) over its 16 sub-blocks, without contraction.
-__device__ __forceinline__ float q6k_block_value(float d, float yd, int isc) {
-    return __fmul_rn(__fmul_rn(d, yd), (float)isc);
-}
 
 struct W_q6_k {  // ql[128], qh[64], scales[16] i8, d
     // BLOCKSUM: rows summed block by block, as Q4_K's (row_dot_blocks); no min term.
@@ -691,20 +753,50 @@ struct W_tq2_0 {  // qs[64], d
 
 // ---- i-quants against Q8_K (a unit is one 32-weight group) ------------------------------------
 
-struct W_iq2_xxs {  // d, qs u16[32]
-    enum { QK = 256, TS = 66, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8* q = x + 2 + 8 * g;
-        const u32 aux0 = ld32(q), aux1 = ld32(q + 4);
-        const int ls = 2 * (int)(aux1 >> 28) + 1;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int s = 0;
-#pragma unroll
-        for (int l = 0; l < 4; ++l)
-            s += signed8(iq2xxs_grid[(aux0 >> (8 * l)) & 255], ksigns_iq2xs[(aux1 >> (7 * l)) & 127], q8 + 8 * l);
-        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(s * ls));
+// Four grid values (one byte each, below 128) negated where bits 0..3 of s are set, as int8:
+// the sign bits spread to one a byte (no two shifted copies overlap), widened to byte masks m,
+// then (g ^ m) − m per byte.
+__device__ __forceinline__ u32 signed4(u32 g, u32 s) {
+    const u32 m = (((s & 0x0fu) * 0x00204081u) & 0x01010101u) * 0xffu;
+    return __vsub4(g ^ m, m);
+}
+
+// The IQ2/IQ3 grid types (D, CRTP): unit g is 32-element group g, with one scale 2s + 1 (u8)
+// per SUB elements (D::scales), no min; value EIGHTHS / 8 (ggml's final 0.125 / 0.25 / 1) times
+// q6k_block_value (a power of two: the same bits as scaling the row's sum once).
+template <class D, int EIGHTHS, int SUB_>
+struct GridBlock {
+    enum { QK = 256, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0, SUB = SUB_, SIGNED = 0 };
+    using A = Q8K32;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int g) { return q8k_unit32(a, ib, g); }
+    static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int g) {
+        u32 q[8];
+        D::quants(x, g, q);
+        const u32 sc = D::scales(x, g);
+        return make_int2(dot32_scaled(q, y.q, (int)(sc & 0xff), (int)(SUB == 16 ? sc >> 8 : sc & 0xff)), 0);
     }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 d, float yd, int isc, int) {
+        return __fmul_rn(0.125f * (float)EIGHTHS, q6k_block_value(d.x, yd, isc));
+    }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(d2(x), y.d, s.x, 0); }
+};
+
+struct W_iq2_xxs : GridBlock<W_iq2_xxs, 1, 32> {  // d, qs u16[32]
+    // BLOCKSUM: rows summed block by block, 0.125·q6k_block_value of Σ ls·(grid·a).
+    enum { TS = 66 };
+    // Sub-block g: grid indices in bytes 0..3 of its 8, then 4 × 7 sign bits and the scale.
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
+        const u32 aux0 = ld32(x + 2 + 8 * g), aux1 = ld32(x + 6 + 8 * g);
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const u64 grid = iq2xxs_grid[(aux0 >> (8 * l)) & 255];
+            const u32 sg = ksigns_iq2xs[(aux1 >> (7 * l)) & 127];
+            q[2 * l] = signed4((u32)grid, sg);
+            q[2 * l + 1] = signed4((u32)(grid >> 32), sg >> 4);
+        }
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) { return 2 * (ld16(x + 8 + 8 * g) >> 12) + 1; }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
         const u8* q = x + 2 + 8 * g;
@@ -714,21 +806,24 @@ struct W_iq2_xxs {  // d, qs u16[32]
     }
 };
 
-struct W_iq2_xs {  // d, qs u16[32], scales[8]
-    enum { QK = 256, TS = 74, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8 sc = x[66 + g];
-        const int ls1 = 2 * (sc & 0x0f) + 1, ls2 = 2 * (sc >> 4) + 1;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int s1 = 0, s2 = 0;
+struct W_iq2_xs : GridBlock<W_iq2_xs, 1, 16> {  // d, qs u16[32], scales[8]
+    // BLOCKSUM: rows summed block by block, 0.125·q6k_block_value of Σ ls·(grid·a); a scale per
+    // 16 elements.
+    enum { TS = 74 };
+    // Group g: four u16 (9-bit grid index, 7-bit sign index), one per 8 elements.
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
 #pragma unroll
         for (int l = 0; l < 4; ++l) {
-            const u16 q = ld16(x + 2 + 2 * (4 * g + l));
-            const int v = signed8(iq2xs_grid[q & 511], ksigns_iq2xs[q >> 9], q8 + 8 * l);
-            if (l < 2) s1 += v; else s2 += v;
+            const u32 v = ld16(x + 2 + 2 * (4 * g + l));
+            const u64 grid = iq2xs_grid[v & 511];
+            const u32 sg = ksigns_iq2xs[v >> 9];
+            q[2 * l] = signed4((u32)grid, sg);
+            q[2 * l + 1] = signed4((u32)(grid >> 32), sg >> 4);
         }
-        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(s1 * ls1 + s2 * ls2));
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) {
+        const u32 sc = x[66 + g];
+        return (2 * (sc & 0x0f) + 1) | ((2 * (sc >> 4) + 1) << 8);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
@@ -740,23 +835,25 @@ struct W_iq2_xs {  // d, qs u16[32], scales[8]
     }
 };
 
-struct W_iq2_s {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales[8]
-    enum { QK = 256, TS = 82, NSUB = 8, SPLIT = 0 };
+struct W_iq2_s : GridBlock<W_iq2_s, 1, 16> {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales[8]
+    // BLOCKSUM: rows summed block by block, 0.125·q6k_block_value of Σ ls·(grid·a); a scale per
+    // 16 elements.
+    enum { TS = 82 };
     static __device__ __forceinline__ int idx(const u8* x, int g, int l) {
         return x[2 + 4 * g + l] | (((int)x[66 + g] << (8 - 2 * l)) & 0x300);
     }
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8 sc = x[74 + g];
-        const int ls1 = 1 + 2 * (sc & 0x0f), ls2 = 1 + 2 * (sc >> 4);
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int s1 = 0, s2 = 0;
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
 #pragma unroll
         for (int l = 0; l < 4; ++l) {
-            const int v = signed8(iq2s_grid[idx(x, g, l)], x[34 + 4 * g + l], q8 + 8 * l);
-            if (l < 2) s1 += v; else s2 += v;
+            const u64 grid = iq2s_grid[idx(x, g, l)];
+            const u32 sg = x[34 + 4 * g + l];
+            q[2 * l] = signed4((u32)grid, sg);
+            q[2 * l + 1] = signed4((u32)(grid >> 32), sg >> 4);
         }
-        return 0.125f * ((ldh(x) * q8k_d(y)) * (float)(ls1 * s1 + ls2 * s2));
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) {
+        const u32 sc = x[74 + g];
+        return (1 + 2 * (sc & 0x0f)) | ((1 + 2 * (sc >> 4)) << 8);
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
@@ -767,22 +864,24 @@ struct W_iq2_s {  // d, qs[64] (32 grid low bytes, 32 sign bytes), qh[8], scales
     }
 };
 
-struct W_iq3_xxs {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
-    enum { QK = 256, TS = 98, NSUB = 8, SPLIT = 0 };
+struct W_iq3_xxs : GridBlock<W_iq3_xxs, 2, 32> {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
+    // BLOCKSUM: rows summed block by block, 0.25·q6k_block_value of Σ ls·(grid·a).
+    enum { TS = 98 };
     static __device__ __forceinline__ u64 grid(const u8* q3, int l) {
         return (u64)iq3xxs_grid[q3[2 * l]] | ((u64)iq3xxs_grid[q3[2 * l + 1]] << 32);
     }
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u32 aux = ld32(x + 2 + 64 + 4 * g);
-        const int ls = 2 * (int)(aux >> 28) + 1;
-        const u8* q3 = x + 2 + 8 * g;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int s = 0;
+    // Sub-block g: 8 grid indices (4 values each) at 2 + 8g, its signs and scale at 66 + 4g.
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
+        const u32 aux = ld32(x + 66 + 4 * g);
 #pragma unroll
-        for (int l = 0; l < 4; ++l) s += signed8(grid(q3, l), ksigns_iq2xs[(aux >> (7 * l)) & 127], q8 + 8 * l);
-        return 0.25f * ((ldh(x) * q8k_d(y)) * (float)(s * ls));
+        for (int l = 0; l < 4; ++l) {
+            const u32 idx = ld16(x + 2 + 8 * g + 2 * l);
+            const u32 sg = ksigns_iq2xs[(aux >> (7 * l)) & 127];
+            q[2 * l] = signed4(iq3xxs_grid[idx & 255], sg);
+            q[2 * l + 1] = signed4(iq3xxs_grid[idx >> 8], sg >> 4);
+        }
     }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) { return 2 * (ld16(x + 68 + 4 * g) >> 12) + 1; }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
         const u32 aux = ld32(x + 2 + 64 + 4 * g);
@@ -791,8 +890,9 @@ struct W_iq3_xxs {  // d, qs[96] (64 grid bytes, 8 u32 of signs + scale)
     }
 };
 
-struct W_iq3_s {  // d, qs[64], qh[8], signs[32], scales[4]
-    enum { QK = 256, TS = 110, NSUB = 8, SPLIT = 0 };
+struct W_iq3_s : GridBlock<W_iq3_s, 8, 32> {  // d, qs[64], qh[8], signs[32], scales[4]
+    // BLOCKSUM: rows summed block by block, q6k_block_value of Σ ls·(grid·a) (no final factor).
+    enum { TS = 110 };
     static __device__ __forceinline__ u64 grid(const u8* x, int g, int l) {
         const int qh = x[66 + g];
         const int i1 = x[2 + 8 * g + 2 * l] | ((qh << (8 - 2 * l)) & 256);
@@ -803,14 +903,16 @@ struct W_iq3_s {  // d, qs[64], qh[8], signs[32], scales[4]
         const u8 sc = x[106 + g / 2];
         return 2 * (g % 2 == 0 ? (sc & 0x0f) : (sc >> 4)) + 1;
     }
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int s = 0;
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
 #pragma unroll
-        for (int l = 0; l < 4; ++l) s += signed8(grid(x, g, l), x[74 + 4 * g + l], q8 + 8 * l);
-        return (ldh(x) * q8k_d(y)) * (float)(s * ls(x, g));
+        for (int l = 0; l < 4; ++l) {
+            const u64 gr = grid(x, g, l);
+            const u32 sg = x[74 + 4 * g + l];
+            q[2 * l] = signed4((u32)gr, sg);
+            q[2 * l + 1] = signed4((u32)(gr >> 32), sg >> 4);
+        }
     }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) { return (u32)ls(x, g); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
         const float db = ldh(x) * (float)ls(x, g);
@@ -1018,12 +1120,12 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
 
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
 // (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
-// BLOCKSUM 1 (Q4_K, Q5_K, Q6_K, IQ4_XS): a step is one block; its NSUB = 8 lanes add their
-// units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a step is 8
-// consecutive blocks, a lane each, their values added pairwise by an 8-lane butterfly (blocks
-// past the row's end count 0). Warp `part` of a row group takes a contiguous run of passes, so
-// a row's sum is: per part, its steps left to right from 0; then group_sum adds the parts in
-// order.
+// BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3 grids): a step is one block; its NSUB = 8 lanes
+// add their units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a
+// step is 8 consecutive blocks, a lane each, their values added pairwise by an 8-lane butterfly
+// (blocks past the row's end count 0). Warp `part` of a row group takes a contiguous run of
+// passes, so a row's sum is: per part, its steps left to right from 0; then group_sum adds the
+// parts in order.
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                                int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
@@ -1619,12 +1721,79 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
+// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_q5_k, mmq_iq4_xs and mmq_staged:
+// padded so that the MMA operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit
+// distinct banks.
+#define MMQ_WQ 272
+
+// The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
+// bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
+// `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), as
+// mmq_q4_k's, for this thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are
+// i8 (else u8).
+template <bool SIGNED>
+__device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
+    const int r1 = r0 + 8;
+    const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
+    const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
+        const u8* x1 = wq + r1 * MMQ_WQ + 32 * s + 4 * t4;
+        const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
+        const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
+        const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
+        const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+            int c[4];
+            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+            isc[j][0] += sc0 * c[0];
+            isc[j][1] += sc0 * c[1];
+            isc[j][2] += sc1 * c[2];
+            isc[j][3] += sc1 * c[3];
+        }
+    }
+}
+
+// mmq_sub32 for 16 sub-blocks of 16 elements (16 scales a row in wsc), an m16n8k16 MMA each.
+template <bool SIGNED>
+__device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* __restrict__ wsc,
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
+    const int r1 = r0 + 8;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+#pragma unroll
+    for (int s = 0; s < 16; ++s) {
+        const u32 a0 = lds32(wq + r0 * MMQ_WQ + 16 * s + 4 * t4), a1 = lds32(wq + r1 * MMQ_WQ + 16 * s + 4 * t4);
+        const int sc0 = SIGNED ? (int)(i8)wsc[16 * r0 + s] : (int)wsc[16 * r0 + s];
+        const int sc1 = SIGNED ? (int)(i8)wsc[16 * r1 + s] : (int)wsc[16 * r1 + s];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            int c[4];
+            mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * Q8_K_BYTES + 4 + 16 * s + 4 * t4));
+            isc[j][0] += sc0 * c[0];
+            isc[j][1] += sc0 * c[1];
+            isc[j][2] += sc1 * c[2];
+            isc[j][3] += sc1 * c[3];
+        }
+    }
+}
+
 // Q6_K against Q8_K: a step is one block, staged as 256 signed quants a row (q − 32, in
 // element order) plus its 16 scales and d; each 16-element sub-block's sums are one MMA
 // (m16n8k16), scaled by the sub-block's scale and added (exact); the step value is
 // q6k_block_value of that sum.
 extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
-    __shared__ __align__(16) u8 wq[MMQ_BM * 256];
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
     __shared__ __align__(16) i8 wsc[MMQ_BM * 16];
     __shared__ float wd[MMQ_BM];
     __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
@@ -1642,31 +1811,14 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
             const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210;
             const u32 lo = (ld32(x + 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1))) & 0x0f0f0f0fu;
             const u32 hi = (ld32(x + 128 + 32 * h + l) >> (2 * k)) & 0x03030303u;
-            *(u32*)(wq + r * 256 + e) = __vsub4(lo | (hi << 4), 0x20202020u);
+            *(u32*)(wq + r * MMQ_WQ + e) = __vsub4(lo | (hi << 4), 0x20202020u);
             if ((i & 63) < 8) *(u16*)(wsc + r * 16 + 2 * (i & 63)) = ld16(x + 192 + 2 * (i & 63));
             if ((i & 63) == 8) wd[r] = ldh(x + 208);
         }
         stage_q8k(as, act, xr, act_stride, b);
         __syncthreads();
         int isc[4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) isc[j][q] = 0;
-#pragma unroll
-        for (int s = 0; s < 16; ++s) {
-            const u32 a0 = lds32(wq + r0 * 256 + 16 * s + 4 * t4), a1 = lds32(wq + r1 * 256 + 16 * s + 4 * t4);
-            const int sc0 = wsc[r0 * 16 + s], sc1 = wsc[r1 * 16 + s];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                int c[4];
-                mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * Q8_K_BYTES + 4 + 16 * s + 4 * t4));
-                isc[j][0] += sc0 * c[0];
-                isc[j][1] += sc0 * c[1];
-                isc[j][2] += sc1 * c[2];
-                isc[j][3] += sc1 * c[3];
-            }
-        }
+        mmq_sub16<true>(wq, (const u8*)wsc, as, r0, g, t4, isc);
         const float d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
@@ -1757,46 +1909,6 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(MMQ_ARGS) {
     };
     mmq_tiles(w, y, rows, n, row_bytes, (nblocks + Q8_0_STEP - 1) / Q8_0_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
-}
-
-// Bytes of a row of 256 int8 quants staged by mmq_q5_k / mmq_iq4_xs: padded so that the MMA
-// operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit distinct banks.
-#define MMQ_WQ 272
-
-// The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
-// bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
-// `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), as
-// mmq_q4_k's, for this thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are
-// i8 (else u8).
-template <bool SIGNED>
-__device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
-    const int r1 = r0 + 8;
-    const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
-    const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
-        const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
-        const u8* x1 = wq + r1 * MMQ_WQ + 32 * s + 4 * t4;
-        const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
-        const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
-        const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
-        const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
-            int c[4];
-            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
-            isc[j][0] += sc0 * c[0];
-            isc[j][1] += sc0 * c[1];
-            isc[j][2] += sc1 * c[2];
-            isc[j][3] += sc1 * c[3];
-        }
-    }
 }
 
 // Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W_q5_k::quants: low
@@ -1905,6 +2017,91 @@ extern "C" __global__ void __launch_bounds__(128) mmq_iq4_xs(MMQ_ARGS) {
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
+
+// Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
+// against the Q8_K block at yb, exact.
+__device__ __forceinline__ void mmq_mins16(const u8* __restrict__ wmn, const u8* yb, int r0, int r1, int& imn0,
+                                           int& imn1) {
+    imn0 = imn1 = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        // bsums 2k and 2k + 1 (one word: Q8_K blocks are 4-byte multiples).
+        const u32 bw = lds32(yb + 260 + 4 * k);
+        const int lo = (int)(i16)(u16)(bw & 0xffff), hi = (int)bw >> 16;
+        imn0 += (int)wmn[16 * r0 + 2 * k] * lo + (int)wmn[16 * r0 + 2 * k + 1] * hi;
+        imn1 += (int)wmn[16 * r1 + 2 * k] * lo + (int)wmn[16 * r1 + 2 * k + 1] * hi;
+    }
+}
+
+// The tensor-core product of a type with the unit-of-32 interface (see Q8K32 / W_q2_k): a step
+// is one block, staged as 256 int8 quants a row (W::quants, unit u at elements 32u..) with its
+// sub-block scales (and mins) and (d, dmin); Σ scale·(q·a) by mmq_sub32 or mmq_sub16 (W::SUB),
+// Σ min·bsum by mmq_mins16, both exact, so the step value W::value of them has W::fin's bits.
+template <class W>
+__device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
+    constexpr int NS = 256 / W::SUB;  // sub-blocks a block: 8 or 16
+    static_assert(NS == 16 || !W::HAS_MIN, "mins only for sub-blocks of 16 (mmq_mins16)");
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 wsc[MMQ_BM * NS];
+    __shared__ __align__(16) u8 wmn[W::HAS_MIN ? MMQ_BM * NS : 4];
+    __shared__ float2 wd[MMQ_BM];
+    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * W::TS;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        __syncthreads();  // the previous step's readers are done (and x_row is written)
+        // One (row, unit u) a time: its 32 quants and the scales (mins) of its NS / 8
+        // sub-blocks; unit 0 also (d, dmin).
+        for (int i = tid; i < MMQ_BM * 8; i += 128) {
+            const int r = i >> 3, u = i & 7;
+            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS;
+            u32 q[8];
+            W::quants(x, u, q);
+            u8* dst = wq + r * MMQ_WQ + 32 * u;
+            *(uint4*)dst = make_uint4(q[0], q[1], q[2], q[3]);
+            *(uint4*)(dst + 16) = make_uint4(q[4], q[5], q[6], q[7]);
+            if constexpr (NS == 8) {
+                wsc[8 * r + u] = (u8)W::scales(x, u);
+            } else {
+                *(u16*)(wsc + 16 * r + 2 * u) = (u16)W::scales(x, u);
+            }
+            if constexpr (W::HAS_MIN != 0) *(u16*)(wmn + 16 * r + 2 * u) = (u16)W::mins(x, u);
+            if (u == 0) wd[r] = W::d2(x);
+        }
+        stage_q8k(as, act, xr, act_stride, b);
+        __syncthreads();
+        int isc[4][4];
+        if constexpr (NS == 8) {
+            mmq_sub32<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, isc);
+        } else {
+            mmq_sub16<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, isc);
+        }
+        const float2 d0 = wd[r0], d1 = wd[r1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
+                int imn0 = 0, imn1 = 0;
+                if constexpr (W::HAS_MIN != 0) mmq_mins16(wmn, yb, r0, r1, imn0, imn1);
+                const float yd = q8k_d(yb);
+                v[j][q] = W::value(d0, yd, isc[j][q], imn0);
+                v[j][2 + q] = W::value(d1, yd, isc[j][2 + q], imn1);
+            }
+    };
+    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+}
+
+#define MMQ_PASS w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot
+extern "C" __global__ void __launch_bounds__(128) mmq_q2_k(MMQ_ARGS) { mmq_staged<W_q2_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_q3_k(MMQ_ARGS) { mmq_staged<W_q3_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq2_xxs(MMQ_ARGS) { mmq_staged<W_iq2_xxs>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq3_xxs(MMQ_ARGS) { mmq_staged<W_iq3_xxs>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq2_xs(MMQ_ARGS) { mmq_staged<W_iq2_xs>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq2_s(MMQ_ARGS) { mmq_staged<W_iq2_s>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq3_s(MMQ_ARGS) { mmq_staged<W_iq3_s>(MMQ_PASS); }
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
 // x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).

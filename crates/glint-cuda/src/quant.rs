@@ -397,6 +397,13 @@ fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q6_K => Some("mmq_q6_k"),
         GgmlType::IQ4_XS => Some("mmq_iq4_xs"),
         GgmlType::Q8_0 => Some("mmq_q8_0"),
+        GgmlType::Q2_K => Some("mmq_q2_k"),
+        GgmlType::Q3_K => Some("mmq_q3_k"),
+        GgmlType::IQ2_XXS => Some("mmq_iq2_xxs"),
+        GgmlType::IQ3_XXS => Some("mmq_iq3_xxs"),
+        GgmlType::IQ2_XS => Some("mmq_iq2_xs"),
+        GgmlType::IQ2_S => Some("mmq_iq2_s"),
+        GgmlType::IQ3_S => Some("mmq_iq3_s"),
         _ => None,
     }
 }

@@ -107,6 +107,13 @@ fn quant_entries(arch: &str, text: &str) {
         "mmq_q8_0",
         "mmq_q6_k",
         "mmq_iq4_xs",
+        "mmq_q2_k",
+        "mmq_q3_k",
+        "mmq_iq2_xxs",
+        "mmq_iq3_xxs",
+        "mmq_iq2_xs",
+        "mmq_iq2_s",
+        "mmq_iq3_s",
         "get_rows_q6_k",
     ] {
         assert!(
