@@ -152,3 +152,51 @@ fn synth_refuses_bad_arguments() {
         );
     }
 }
+
+#[test]
+fn synth_writes_random_blocks_for_grid_types_without_a_quantizer() {
+    let dir = tempfile::tempdir().unwrap();
+    for ty in ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s"] {
+        let path = dir.path().join(format!("{ty}.gguf"));
+        let o = glint(&[
+            "synth",
+            path.to_str().unwrap(),
+            "--dense",
+            "1",
+            "--moe",
+            "1",
+            "--experts",
+            "2",
+            "--quant",
+            ty,
+        ]);
+        assert!(
+            o.status.success(),
+            "{ty}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let g = Gguf::open(&path).unwrap();
+        let want = GgmlType::from_name(&ty.to_ascii_uppercase()).unwrap();
+        let t = g
+            .tensors()
+            .iter()
+            .find(|t| t.name == "blk.0.ffn_up.weight")
+            .unwrap();
+        assert_eq!(t.ty, want, "{ty}");
+        let data = g.tensor_data(t);
+        // Every block has one finite, positive f16 scale, and the codes are not one pattern.
+        let blocks: Vec<&[u8]> = data.chunks_exact(want.type_size()).collect();
+        let d = half::f16::from_le_bytes([blocks[0][0], blocks[0][1]]).to_f32();
+        assert!(d.is_finite() && d > 0.0, "{ty}: scale {d}");
+        assert!(
+            blocks.iter().all(|b| b[..2] == blocks[0][..2]),
+            "{ty}: block scales"
+        );
+        assert!(blocks[0][2..] != blocks[1][2..], "{ty}: codes repeat");
+        // They dequantize to finite weights near the 0.02 RMS of the quantized types' values.
+        let w = glint_quant::dequantize_to_vec(want, &data[..64 * want.type_size()]).unwrap();
+        let rms = (w.iter().map(|v| v * v).sum::<f32>() / w.len() as f32).sqrt();
+        assert!(w.iter().all(|v| v.is_finite()), "{ty}: finite");
+        assert!(rms > 0.001 && rms < 0.1, "{ty}: rms {rms}");
+    }
+}

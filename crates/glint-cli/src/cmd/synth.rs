@@ -4,6 +4,8 @@
 //! Quantized tensors are random values quantized by glint-quant's llama.cpp-exact quantizers:
 //! one template of 2^18 values per type, repeated (from a different offset per tensor) over
 //! the tensor, so a 24 GB file is written at disk speed and every block is a valid block.
+//! The grid types without a quantizer (IQ2_*, IQ3_*, IQ1_S) get random codes instead, under a
+//! fixed scale (`random_blocks`).
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -93,8 +95,14 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> 
             source,
         };
         let len = glint_quant::quantized_len(t.ty, TEMPLATE).map_err(quant_err)?;
-        let mut bytes = vec![0u8; len];
-        glint_quant::quantize(t.ty, &values, &mut bytes).map_err(quant_err)?;
+        let bytes = match random_blocks(t.ty, len, &mut rng) {
+            Some(bytes) => bytes,
+            None => {
+                let mut bytes = vec![0u8; len];
+                glint_quant::quantize(t.ty, &values, &mut bytes).map_err(quant_err)?;
+                bytes
+            }
+        };
         templates.push((t.ty, bytes));
     }
     let specs: Vec<TensorSpec> = tensors
@@ -166,6 +174,32 @@ fn n_bytes(t: &SynthTensor) -> Result<u64, SynthError> {
             tensor: t.name.clone(),
             source,
         })
+}
+
+/// `len` bytes of random blocks for the grid types glint cannot quantize (their quantizers
+/// search an importance-weighted grid; llama.cpp's need an imatrix): every bit pattern of
+/// their codes is a valid block (each index names a grid entry, each sign field is valid),
+/// once the leading f16 scale `d` of each block is made finite. None for other types.
+fn random_blocks(ty: GgmlType, len: usize, rng: &mut Rng) -> Option<Vec<u8>> {
+    use GgmlType::*;
+    if !matches!(ty, IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S) {
+        return None;
+    }
+    let mut bytes: Vec<u8> = (0..len.div_ceil(8))
+        .flat_map(|_| rng.next_u64().to_le_bytes())
+        .take(len)
+        .collect();
+    // 2^-10 (2^-12 for the IQ3 grids, whose entries are larger) puts the weights' RMS near
+    // the 0.02 standard deviation of the values the other types quantize.
+    let d: u16 = if matches!(ty, IQ3_XXS | IQ3_S) {
+        0x0c00
+    } else {
+        0x1400
+    };
+    for block in bytes.chunks_exact_mut(ty.type_size()) {
+        block[..2].copy_from_slice(&d.to_le_bytes());
+    }
+    Some(bytes)
 }
 
 /// Bytes `at..at + buf.len()` of tensor `t`.
