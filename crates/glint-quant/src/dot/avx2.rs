@@ -376,11 +376,17 @@ unsafe fn k4_block_start(xb: *const u8, yd: f32, bsums: __m256i, acc_min: &mut _
     _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)))
 }
 
-/// Q4_K, `R` rows a pass: each activation vector is loaded once for all rows, and each row's
-/// sub-block scales come from one `vpshufb` of a register instead of a scalar broadcast.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
-    let m4 = _mm256_set1_epi8(0x0f);
+/// Q4_K (`Q5` false) or Q5_K, `R` rows a pass: each activation vector is loaded once for all
+/// rows, and each row's sub-block scales come from one `vpshufb` of a register instead of a
+/// scalar broadcast.
+#[inline(always)]
+unsafe fn k4_impl<const Q5: bool, const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
+    let bs = if Q5 { 176 } else { 144 };
     let mut acc = [_mm_setzero_ps(); R];
     let mut acc_min = [_mm256_setzero_ps(); R];
     for i in 0..nb {
@@ -388,19 +394,21 @@ unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
         let yd = f32_at(yb);
         let bsums = load256(yb.add(260));
         let mut sc16 = [_mm_setzero_si128(); R];
+        let mut qh = [_mm256_setzero_si256(); R];
         let mut sumi = [_mm_setzero_si128(); R];
         for r in 0..R {
-            let xb = x.add(r * rb + i * 144);
-            prefetch_ahead(xb, 144);
+            let xb = x.add(r * rb + i * bs);
+            prefetch_ahead(xb, bs);
             sc16[r] = _mm256_castsi256_si128(k4_block_start(xb, yd, bsums, &mut acc_min[r]));
+            if Q5 {
+                qh[r] = load256(xb.add(16));
+            }
         }
         for j in 0..4 {
             let yl = load256(yb.add(4 + 64 * j));
             let yh = load256(yb.add(36 + 64 * j));
             for r in 0..R {
-                let q4 = load256(x.add(r * rb + i * 144 + 16 + 32 * j));
-                let lo = _mm256_and_si256(q4, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+                let (lo, hi) = k4_codes::<Q5>(x.add(r * rb + i * bs), qh[r], j);
                 let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
                 let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
                 let pl = fold_madd(_mm256_maddubs_epi16(lo, yl), sl);
@@ -409,11 +417,44 @@ unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
             }
         }
         for r in 0..R {
-            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * 144)));
+            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * bs)));
             acc[r] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
     std::array::from_fn(|r| hsum_ps128(acc[r]) - hsum_ps(acc_min[r]))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
+    k4_impl::<false, R>(nb, x, rb, y)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
+    k4_impl::<true, R>(nb, x, rb, y)
+}
+
+/// The codes of sub-blocks `2j` (low nibbles) and `2j + 1` (high nibbles) of the Q4_K/Q5_K
+/// block at `xb`; for Q5_K their fifth bits are bits `2j` / `2j + 1` of the `qh` bytes, moved
+/// to bit 4 by a compare and a mask (no shift carries a neighbouring byte's bits in).
+#[inline(always)]
+unsafe fn k4_codes<const Q5: bool>(xb: *const u8, qh: __m256i, j: usize) -> (__m256i, __m256i) {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let q4 = load256(xb.add(if Q5 { 48 } else { 16 } + 32 * j));
+    let lo = _mm256_and_si256(q4, m4);
+    let hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+    if !Q5 {
+        return (lo, hi);
+    }
+    let sixteen = _mm256_set1_epi8(16);
+    let bit_lo = _mm256_set1_epi8(1 << (2 * j));
+    let bit_hi = _mm256_set1_epi8((2u8 << (2 * j)) as i8);
+    let h0 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo);
+    let h1 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi);
+    (
+        _mm256_or_si256(lo, _mm256_and_si256(h0, sixteen)),
+        _mm256_or_si256(hi, _mm256_and_si256(h1, sixteen)),
+    )
 }
 
 /// `vpshufb` control copying i16 word `k` over a 128-bit register.
@@ -432,57 +473,6 @@ unsafe fn fold_madd(p: __m256i, s: __m128i) -> __m128i {
         _mm_add_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)),
         s,
     )
-}
-
-/// Q5_K as Q4_K, the fifth bit of sub-block `2j` / `2j + 1` being bit `2j` / `2j + 1` of `qh`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm_setzero_ps(); R];
-    let mut acc_min = [_mm256_setzero_ps(); R];
-    for i in 0..nb {
-        let yb = y.add(i * 292);
-        let yd = f32_at(yb);
-        let bsums = load256(yb.add(260));
-        let mut sc16 = [_mm_setzero_si128(); R];
-        let mut qh = [_mm256_setzero_si256(); R];
-        let mut sumi = [_mm_setzero_si128(); R];
-        for r in 0..R {
-            let xb = x.add(r * rb + i * 176);
-            prefetch_ahead(xb, 176);
-            sc16[r] = _mm256_castsi256_si128(k4_block_start(xb, yd, bsums, &mut acc_min[r]));
-            qh[r] = load256(xb.add(16));
-        }
-        for j in 0..4 {
-            let yl = load256(yb.add(4 + 64 * j));
-            let yh = load256(yb.add(36 + 64 * j));
-            // Bit 2j of each qh byte moved to bit 4 (low nibbles) and bit 2j + 1 to bit 4 of
-            // the high nibbles' bytes after their shift; the masks keep each to its own byte.
-            let bit_lo = _mm256_set1_epi8(1 << (2 * j));
-            let bit_hi = _mm256_set1_epi8((2u8 << (2 * j)) as i8);
-            for r in 0..R {
-                let q4 = load256(x.add(r * rb + i * 176 + 48 + 32 * j));
-                let h0 = _mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bit_lo), bit_lo);
-                let h1 = _mm256_cmpeq_epi8(_mm256_and_si256(qh[r], bit_hi), bit_hi);
-                let sixteen = _mm256_set1_epi8(16);
-                let lo = _mm256_or_si256(_mm256_and_si256(q4, m4), _mm256_and_si256(h0, sixteen));
-                let hi = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-                    _mm256_and_si256(h1, sixteen),
-                );
-                let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
-                let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
-                let pl = fold_madd(_mm256_maddubs_epi16(lo, yl), sl);
-                let ph = fold_madd(_mm256_maddubs_epi16(hi, yh), sh);
-                sumi[r] = _mm_add_epi32(sumi[r], _mm_add_epi32(pl, ph));
-            }
-        }
-        for r in 0..R {
-            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * 176)));
-            acc[r] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[r]), acc[r]);
-        }
-    }
-    std::array::from_fn(|r| hsum_ps128(acc[r]) - hsum_ps(acc_min[r]))
 }
 
 /// The 32 six-bit codes (0..64) of chunk `k` of a Q6_K half: low four bits from `ql` (its low
@@ -516,8 +506,6 @@ unsafe fn k4_cols_impl<const Q5: bool>(
     out: &mut [f32; COLS],
 ) {
     let bs = if Q5 { 176 } else { 144 };
-    let m4 = _mm256_set1_epi8(0x0f);
-    let sixteen = _mm256_set1_epi8(16);
     let mut acc = [_mm_setzero_ps(); COLS];
     let mut acc_min = [_mm256_setzero_ps(); COLS];
     for i in 0..nb {
@@ -541,26 +529,7 @@ unsafe fn k4_cols_impl<const Q5: bool>(
             acc_min[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), acc_min[t]);
         }
         for j in 0..4 {
-            let (lo, hi) = if Q5 {
-                let bit_lo = _mm256_set1_epi8(1 << (2 * j));
-                let bit_hi = _mm256_set1_epi8((2u8 << (2 * j)) as i8);
-                let q4 = load256(xb.add(48 + 32 * j));
-                let h0 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo);
-                let h1 = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi);
-                (
-                    _mm256_or_si256(_mm256_and_si256(q4, m4), _mm256_and_si256(h0, sixteen)),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-                        _mm256_and_si256(h1, sixteen),
-                    ),
-                )
-            } else {
-                let q4 = load256(xb.add(16 + 32 * j));
-                (
-                    _mm256_and_si256(q4, m4),
-                    _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-                )
-            };
+            let (lo, hi) = k4_codes::<Q5>(xb, qh, j);
             let sl = _mm_shuffle_epi8(sc16, word(2 * j));
             let sh = _mm_shuffle_epi8(sc16, word(2 * j + 1));
             for (t, s) in sumi.iter_mut().enumerate() {
