@@ -17,7 +17,7 @@
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q5_K, Q6_K, Q8_0,
-// IQ4_XS, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S also have a tensor-core kernel
+// IQ4_XS, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M also have a tensor-core kernel
 // for batches (`mmq_<name>`, after the macro lines), and their W structs say BLOCKSUM: every
 // kernel sums their rows in the order mmq_* can keep (row_dot_blocks), so both paths give the
 // same bits.
@@ -403,14 +403,14 @@ __device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, 
 }
 
 // A Q6_K block's value from Σ scale·(q·a) over its 16 sub-blocks, without contraction (also
-// Q3_K's, IQ4_XS's, and the IQ2/IQ3 grids' before their final 0.125 / 0.25).
+// Q3_K's, IQ4_XS's, and the IQ2/IQ3/IQ1 grids' before their final 0.125 / 0.25).
 __device__ __forceinline__ float q6k_block_value(float d, float yd, int isc) {
     return __fmul_rn(__fmul_rn(d, yd), (float)isc);
 }
 
 // The activation's part of a 32-element unit u of Q8_K block ib: its quants 32u.. (eight words),
 // d, and the bsums of its two 16-element halves. For the BLOCKSUM types whose unit u is elements
-// 32u..32u+31 (Q2_K, Q3_K, the IQ2/IQ3 grids); a type without a min term never reads bs0/bs1
+// 32u..32u+31 (Q2_K, Q3_K, the IQ2/IQ3/IQ1 grids); a type without a min term never reads bs0/bs1
 // (the loads are dead).
 struct Q8K32 {
     int q[8];
@@ -441,8 +441,9 @@ __device__ __forceinline__ int dot32_scaled(const u32 (&q)[8], const int (&a)[8]
     return s0 * lo + s1 * hi;
 }
 
-// The "unit = elements 32u..32u+31" BLOCKSUM types (Q2_K, Q3_K, the IQ2/IQ3 grids) share one
-// interface, which row_dot_blocks (act, ints, fin) and mmq_staged (the rest) read:
+// The "unit = elements 32u..32u+31" BLOCKSUM types (Q2_K, Q3_K, the IQ2/IQ3/IQ1 grids; IQ4_XS
+// has the mmq_staged part) share one interface, which row_dot_blocks (act, ints, fin) and
+// mmq_staged (the rest) read:
 //   SUB      elements per scaled sub-block (16 or 32), SIGNED: whether its scales are i8 (else u8);
 //   quants(x, u, q)  unit u's 32 quants as int8 (signs, offsets and grids applied), element order;
 //   scales(x, u)     the scales of unit u's SUB-element sub-blocks, a byte each, first lowest
@@ -761,8 +762,9 @@ __device__ __forceinline__ u32 signed4(u32 g, u32 s) {
     return __vsub4(g ^ m, m);
 }
 
-// The IQ2/IQ3 grid types (D, CRTP): unit g is 32-element group g, with one scale 2s + 1 (u8)
-// per SUB elements (D::scales), no min; value EIGHTHS / 8 (ggml's final 0.125 / 0.25 / 1) times
+// The IQ2/IQ3/IQ1 grid types (D, CRTP): unit g is 32-element group g, with one scale 2s + 1 (u8)
+// per SUB elements (D::scales), no min, d from D::d2 (the f16 at byte 0 unless D says); value
+// EIGHTHS / 8 (ggml's final 0.125 / 0.25 / 1; IQ1's 1/8 of its staged 8·grid + δ) times
 // q6k_block_value (a power of two: the same bits as scaling the row's sum once).
 template <class D, int EIGHTHS, int SUB_>
 struct GridBlock {
@@ -779,7 +781,7 @@ struct GridBlock {
     static __device__ __forceinline__ float value(float2 d, float yd, int isc, int) {
         return __fmul_rn(0.125f * (float)EIGHTHS, q6k_block_value(d.x, yd, isc));
     }
-    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(d2(x), y.d, s.x, 0); }
+    static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(D::d2(x), y.d, s.x, 0); }
 };
 
 struct W_iq2_xxs : GridBlock<W_iq2_xxs, 1, 32> {  // d, qs u16[32]
@@ -922,24 +924,32 @@ struct W_iq3_s : GridBlock<W_iq3_s, 8, 32> {  // d, qs[64], qh[8], signs[32], sc
 
 #define IQ1_DELTA 0.125f
 
-struct W_iq1_s {  // d, qs[32], qh u16[8]
-    enum { QK = 256, TS = 50, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
+// The IQ1 grids: value d·ls·(grid + δ/8) (grid ∈ {-1, 0, 1}, δ = ±1) is staged as the int8
+// 8·grid + δ, so Σ ls·(q·a) is 8·(ggml's sumi) + its delta sum, exact; the GridBlock value is
+// 0.125·q6k_block_value of it (EIGHTHS 1), which equals glint-quant's d·yd·(sumi + 0.125·sumi1)
+// (the sum below 2^24, so both are exact before the one rounding of d·yd times it).
+// The eight grid values of gr (bytes 0x00, 0x01, 0xff) as 8·grid + δ, four int8 a word: per
+// byte b << 3 (the 0xf8 mask drops the bits the byte below shifted in), then + δ per byte.
+__device__ __forceinline__ void iq1_eighths(u64 gr, bool neg, u32& lo, u32& hi) {
+    const u32 dl = neg ? 0xffffffffu : 0x01010101u;
+    lo = __vadd4(((u32)gr << 3) & 0xf8f8f8f8u, dl);
+    hi = __vadd4(((u32)(gr >> 32) << 3) & 0xf8f8f8f8u, dl);
+}
+
+struct W_iq1_s : GridBlock<W_iq1_s, 1, 32> {  // d, qs[32], qh u16[8]
+    // BLOCKSUM: rows summed block by block, 0.125·q6k_block_value of Σ ls·((8·grid + δ)·a).
+    enum { TS = 50 };
+    // Group g: qh u16 g holds the 3 high index bits of its four grid indices, the scale
+    // (bits 12..14) and the delta's sign (bit 15).
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
         const u32 qh = ld16(x + 34 + 2 * g);
-        const int ls = 2 * (int)((qh >> 12) & 7) + 1;
-        const int delta = qh & 0x8000 ? -1 : 1;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int lsum = 0;
+        const bool neg = qh & 0x8000;
 #pragma unroll
-        for (int l = 0; l < 4; ++l) {
-            const u64 gr = iq1s_grid[x[2 + 4 * g + l] | (((qh >> (3 * l)) & 7) << 8)];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) lsum += q8[8 * l + j] * (int)(i8)(u8)(gr >> (8 * j));
-        }
-        const int sumi = ls * lsum;
-        const int sumi1 = ls * delta * (q8k_bsum(y, 2 * g) + q8k_bsum(y, 2 * g + 1));
-        return ldh(x) * q8k_d(y) * ((float)sumi + IQ1_DELTA * (float)sumi1);
+        for (int l = 0; l < 4; ++l)
+            iq1_eighths(iq1s_grid[x[2 + 4 * g + l] | (((qh >> (3 * l)) & 7) << 8)], neg, q[2 * l], q[2 * l + 1]);
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) {
+        return 2 * ((ld16(x + 34 + 2 * g) >> 12) & 7) + 1;
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
@@ -951,8 +961,10 @@ struct W_iq1_s {  // d, qs[32], qh u16[8]
     }
 };
 
-struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbles)
-    enum { QK = 256, TS = 56, NSUB = 8, SPLIT = 0 };
+struct W_iq1_m : GridBlock<W_iq1_m, 1, 16> {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbles)
+    // BLOCKSUM: rows summed block by block, 0.125·q6k_block_value of Σ ls·((8·grid + δ)·a); a
+    // scale per 16 elements, a delta per 8, d the f16 of the scales' top nibbles.
+    enum { TS = 56 };
     static __device__ __forceinline__ float scale(const u8* x) {
         const u16 s0 = ld16(x + 48), s1 = ld16(x + 50), s2 = ld16(x + 52), s3 = ld16(x + 54);
         const u16 bits = (u16)((s0 >> 12) | ((s1 >> 8) & 0x00f0) | ((s2 >> 4) & 0x0f00) | (s3 & 0xf000));
@@ -965,29 +977,21 @@ struct W_iq1_m {  // qs[32], qh[16], scales[8] (f16 super-scale in the top nibbl
     static __device__ __forceinline__ bool neg_delta(const u8* x, int g, int l) {
         return x[32 + 2 * g + l / 2] & (l % 2 ? 0x80 : 0x08);
     }
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int g) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const i8* q8 = q8k_qs(y) + 32 * g;
-        int sum1[2] = {0, 0}, sum2[2] = {0, 0};
+    // Group g: grid index l is qs byte 4g + l with bits 4l..4l+2 of qh u16 g (qh bytes 2g, 2g + 1)
+    // above it, bit 4l + 3 its delta's sign (idx, neg_delta).
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
+        const u32 qh = ld16(x + 32 + 2 * g);
 #pragma unroll
-        for (int l = 0; l < 4; ++l) {
-            const u64 gr = iq1s_grid[idx(x, g, l)];
-            int lsum1 = 0, lsum2 = 0;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const int q = q8[8 * l + j];
-                lsum1 += q * (int)(i8)(u8)(gr >> (8 * j));
-                lsum2 += q;
-            }
-            sum1[l / 2] += lsum1;
-            sum2[l / 2] += neg_delta(x, g, l) ? -lsum2 : lsum2;
-        }
-        const int s = (int)ld16(x + 48 + 2 * (g / 2)) >> (6 * (g % 2));
-        const int ls1 = 2 * (s & 7) + 1, ls2 = 2 * ((s >> 3) & 7) + 1;
-        const int sumi1 = sum1[0] * ls1 + sum1[1] * ls2;
-        const int sumi2 = sum2[0] * ls1 + sum2[1] * ls2;
-        return scale(x) * q8k_d(y) * ((float)sumi1 + IQ1_DELTA * (float)sumi2);
+        for (int l = 0; l < 4; ++l)
+            iq1_eighths(iq1s_grid[x[4 * g + l] | (((qh >> (4 * l)) & 7) << 8)], (qh >> (4 * l + 3)) & 1, q[2 * l],
+                        q[2 * l + 1]);
     }
+    // Group g's two 3-bit scales (elements 0..15, 16..31): bits 6(g%2).. of scales u16 g/2.
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) {
+        const u32 s = (u32)ld16(x + 48 + 2 * (g / 2)) >> (6 * (g % 2));
+        return (2 * (s & 7) + 1) | ((2 * ((s >> 3) & 7) + 1) << 8);
+    }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(scale(x), 0.0f); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int g = e / 32, l = (e % 32) / 8, j = e % 8;
         const int sc = ld16(x + 48 + 2 * (g / 2));
@@ -1022,7 +1026,7 @@ __device__ __forceinline__ void iq4nl_lookup8(u32 q, u32& lo, u32& hi) {
 struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
     // BLOCKSUM: rows summed block by block, as Q6_K's (row_dot_blocks, q6k_block_value of
     // Σ (ls − 32)·(q·a) over the 8 sub-blocks); no min term.
-    enum { QK = 256, TS = 136, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0 };
+    enum { QK = 256, TS = 136, NSUB = 8, SPLIT = 1, BLOCKSUM = 1, HAS_MIN = 0, SUB = 32, SIGNED = 1 };
     static __device__ __forceinline__ int ls(const u8* x, int g) {
         const int lo = (x[4 + g / 2] >> (4 * (g % 2))) & 0x0f;
         const int hi = (ld16(x + 2) >> (2 * g)) & 3;
@@ -1044,6 +1048,22 @@ struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
         const u32 qq[4] = {q0.x, q0.y, q1.x, q1.y};
 #pragma unroll
         for (int j = 0; j < 4; ++j) iq4nl_lookup8(qq[j], lo[j], hi[j]);
+    }
+    // mmq_staged's interface (see W_q2_k): unit g's 32 values in element order (lo, then hi),
+    // its scale ls − 32 as an i8 byte, d; value is fin's q6k_block_value.
+    static __device__ __forceinline__ void quants(const u8* x, int g, u32 (&q)[8]) {
+        u32 lo[4], hi[4];
+        quants(x, g, lo, hi);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            q[j] = lo[j];
+            q[j + 4] = hi[j];
+        }
+    }
+    static __device__ __forceinline__ u32 scales(const u8* x, int g) { return (u32)(u8)(i8)scale(x, g); }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 d, float yd, int isc, int) {
+        return q6k_block_value(d.x, yd, isc);
     }
     struct A {
         int lo[4], hi[4];
@@ -1120,7 +1140,7 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
 
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
 // (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
-// BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3 grids): a step is one block; its NSUB = 8 lanes
+// BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3/IQ1 grids): a step is one block; its NSUB = 8 lanes
 // add their units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a
 // step is 8 consecutive blocks, a lane each, their values added pairwise by an 8-lane butterfly
 // (blocks past the row's end count 0). Warp `part` of a row group takes a contiguous run of
@@ -1721,7 +1741,7 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
-// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_q5_k, mmq_iq4_xs and mmq_staged:
+// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_q5_k and mmq_staged:
 // padded so that the MMA operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit
 // distinct banks.
 #define MMQ_WQ 272
@@ -1974,50 +1994,6 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 
-// IQ4_XS against Q8_K: a step is one block, staged as 256 table values a row
-// (W_iq4_xs::quants, in element order) with its 8 scales ls − 32 and d; an MMA per 32-element
-// sub-block, scaled and added (exact); the step value is q6k_block_value of that sum, as
-// W_iq4_xs::fin's.
-extern "C" __global__ void __launch_bounds__(128) mmq_iq4_xs(MMQ_ARGS) {
-    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
-    __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
-    __shared__ float wd[MMQ_BM];
-    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
-    const long long row_bytes = (long long)nblocks * 136;
-    const int r0 = warp * 16 + g, r1 = r0 + 8;
-    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
-        __syncthreads();  // the previous step's readers are done (and x_row is written)
-        // One (row, sub-block s) a time: its 32 values and scale; sub-block 0 also d.
-        for (int i = tid; i < MMQ_BM * 8; i += 128) {
-            const int r = i >> 3, s = i & 7;
-            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 136;
-            u32 lo[4], hi[4];
-            W_iq4_xs::quants(x, s, lo, hi);
-            u8* dst = wq + r * MMQ_WQ + 32 * s;
-            *(uint4*)dst = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-            *(uint4*)(dst + 16) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            wsc[8 * r + s] = (u8)(i8)W_iq4_xs::scale(x, s);
-            if (s == 0) wd[r] = ldh(x);
-        }
-        stage_q8k(as, act, xr, act_stride, b);
-        __syncthreads();
-        int isc[4][4];
-        mmq_sub32<true>(wq, wsc, as, r0, g, t4, isc);
-        const float d0 = wd[r0], d1 = wd[r1];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
-                v[j][q] = q6k_block_value(d0, yd, isc[j][q]);
-                v[j][2 + q] = q6k_block_value(d1, yd, isc[j][2 + q]);
-            }
-    };
-    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
-}
-
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.
 __device__ __forceinline__ void mmq_mins16(const u8* __restrict__ wmn, const u8* yb, int r0, int r1, int& imn0,
@@ -2102,6 +2078,10 @@ extern "C" __global__ void __launch_bounds__(128) mmq_iq3_xxs(MMQ_ARGS) { mmq_st
 extern "C" __global__ void __launch_bounds__(128) mmq_iq2_xs(MMQ_ARGS) { mmq_staged<W_iq2_xs>(MMQ_PASS); }
 extern "C" __global__ void __launch_bounds__(128) mmq_iq2_s(MMQ_ARGS) { mmq_staged<W_iq2_s>(MMQ_PASS); }
 extern "C" __global__ void __launch_bounds__(128) mmq_iq3_s(MMQ_ARGS) { mmq_staged<W_iq3_s>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq1_s(MMQ_ARGS) { mmq_staged<W_iq1_s>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_iq1_m(MMQ_ARGS) { mmq_staged<W_iq1_m>(MMQ_PASS); }
+// IQ4_XS: its 8 sub-blocks' table values and scales ls − 32 (i8) staged, q6k_block_value.
+extern "C" __global__ void __launch_bounds__(128) mmq_iq4_xs(MMQ_ARGS) { mmq_staged<W_iq4_xs>(MMQ_PASS); }
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
 // x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).

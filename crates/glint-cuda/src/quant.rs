@@ -404,6 +404,8 @@ fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
         GgmlType::IQ2_XS => Some("mmq_iq2_xs"),
         GgmlType::IQ2_S => Some("mmq_iq2_s"),
         GgmlType::IQ3_S => Some("mmq_iq3_s"),
+        GgmlType::IQ1_S => Some("mmq_iq1_s"),
+        GgmlType::IQ1_M => Some("mmq_iq1_m"),
         _ => None,
     }
 }

@@ -114,6 +114,8 @@ fn quant_entries(arch: &str, text: &str) {
         "mmq_iq2_xs",
         "mmq_iq2_s",
         "mmq_iq3_s",
+        "mmq_iq1_s",
+        "mmq_iq1_m",
         "get_rows_q6_k",
     ] {
         assert!(

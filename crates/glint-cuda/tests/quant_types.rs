@@ -1,8 +1,8 @@
 //! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
 //! the CPU backend: `matmul` (1, 3, 9 and 40 tokens: 3 takes the batched per-unit kernel, 9 and
 //! 40 the more-than-8-tokens path — the tensor cores for Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS, Q2_K,
-//! Q3_K, IQ2_XXS, IQ3_XXS, IQ2_XS, IQ2_S, IQ3_S; a batch's rows bit-identical to each token
-//! alone),
+//! Q3_K, IQ2_XXS, IQ3_XXS, IQ2_XS, IQ2_S, IQ3_S, IQ1_S, IQ1_M; a batch's rows bit-identical to
+//! each token alone),
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
@@ -401,6 +401,8 @@ fn grouping_many_experts_matches_the_cpu_backend() {
     grouping_case(GgmlType::IQ2_XS, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::IQ2_S, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::IQ3_S, 512, 70, 100, 3, 600);
+    grouping_case(GgmlType::IQ1_S, 512, 70, 100, 3, 600);
+    grouping_case(GgmlType::IQ1_M, 512, 70, 100, 3, 600);
     // Q8_0 rows of 192 (attn_k_b's): six blocks, one partial tensor-core step.
     grouping_case(GgmlType::Q8_0, 192, 70, 50, 3, 600);
 }
