@@ -2071,17 +2071,20 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
 }
 
 #define MMQ_PASS w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot
-extern "C" __global__ void __launch_bounds__(128) mmq_q2_k(MMQ_ARGS) { mmq_staged<W_q2_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_q3_k(MMQ_ARGS) { mmq_staged<W_q3_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq2_xxs(MMQ_ARGS) { mmq_staged<W_iq2_xxs>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq3_xxs(MMQ_ARGS) { mmq_staged<W_iq3_xxs>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq2_xs(MMQ_ARGS) { mmq_staged<W_iq2_xs>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq2_s(MMQ_ARGS) { mmq_staged<W_iq2_s>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq3_s(MMQ_ARGS) { mmq_staged<W_iq3_s>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq1_s(MMQ_ARGS) { mmq_staged<W_iq1_s>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_iq1_m(MMQ_ARGS) { mmq_staged<W_iq1_m>(MMQ_PASS); }
-// IQ4_XS: its 8 sub-blocks' table values and scales ls − 32 (i8) staged, q6k_block_value.
-extern "C" __global__ void __launch_bounds__(128) mmq_iq4_xs(MMQ_ARGS) { mmq_staged<W_iq4_xs>(MMQ_PASS); }
+// One line per type: like the QUANT_KERNELS lines, these are shared out over quant.cu's
+// programs (crates/glint-cuda/src/compile.rs), so each kernel is compiled once.
+#define MMQ_STAGED(name, W) \
+    extern "C" __global__ void __launch_bounds__(128) mmq_##name(MMQ_ARGS) { mmq_staged<W>(MMQ_PASS); }
+MMQ_STAGED(q2_k, W_q2_k)
+MMQ_STAGED(q3_k, W_q3_k)
+MMQ_STAGED(iq2_xxs, W_iq2_xxs)
+MMQ_STAGED(iq3_xxs, W_iq3_xxs)
+MMQ_STAGED(iq2_xs, W_iq2_xs)
+MMQ_STAGED(iq2_s, W_iq2_s)
+MMQ_STAGED(iq3_s, W_iq3_s)
+MMQ_STAGED(iq1_s, W_iq1_s)
+MMQ_STAGED(iq1_m, W_iq1_m)
+MMQ_STAGED(iq4_xs, W_iq4_xs)
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
 // x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).

@@ -78,8 +78,8 @@ impl Family {
     }
 
     /// The text NVRTC compiles for program `part` of [`Family::parts`]: [`Family::source`]
-    /// with, for quant.cu, only the `QUANT_KERNELS(..)` lines whose index is `part` modulo the
-    /// part count.
+    /// with, for quant.cu, only the `QUANT_KERNELS(..)` and `MMQ_STAGED(..)` lines whose index
+    /// is `part` modulo the part count.
     pub fn part_source(self, part: usize) -> String {
         let n = self.parts();
         if n == 1 {
@@ -89,7 +89,7 @@ impl Family {
         self.source()
             .lines()
             .filter(|l| {
-                if !l.starts_with("QUANT_KERNELS(") {
+                if !is_shared_line(l) {
                     return true;
                 }
                 i += 1;
@@ -178,6 +178,12 @@ fn include_paths() -> Vec<String> {
     }
     v.push("/usr/local/cuda/include".to_string());
     v
+}
+
+/// A quant.cu line that [`Family::part_source`] gives to one program only: a type's
+/// `QUANT_KERNELS(..)` or `MMQ_STAGED(..)` line.
+fn is_shared_line(l: &str) -> bool {
+    l.starts_with("QUANT_KERNELS(") || l.starts_with("MMQ_STAGED(")
 }
 
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -392,12 +398,12 @@ fn store(path: &std::path::Path, bytes: &[u8]) {
 mod tests {
     use super::*;
 
-    /// quant.cu's programs together hold each `QUANT_KERNELS(..)` line once, and everything
+    /// quant.cu's programs together hold each `QUANT_KERNELS(..)`/`MMQ_STAGED(..)` line once, and everything
     /// else of the file in each.
     #[test]
     fn quant_parts_split_the_kernel_lines() {
         let full = Family::Quant.source();
-        let is_k = |l: &&str| l.starts_with("QUANT_KERNELS(");
+        let is_k = |l: &&str| is_shared_line(l);
         let want: Vec<&str> = full.lines().filter(is_k).collect();
         assert!(want.len() >= 28, "{} QUANT_KERNELS lines", want.len());
         let rest: Vec<&str> = full.lines().filter(|l| !is_k(l)).collect();

@@ -91,6 +91,10 @@ fn quant_entries(arch: &str, text: &str) {
             assert_eq!(n, 1, "{arch}: {kind}_{ty} in {n} of quant.cu's programs");
         }
     }
+    for ty in ["q2_k", "iq2_xxs", "iq1_m", "iq4_xs"] {
+        let n = text.matches(&format!(".entry mmq_{ty}(")).count();
+        assert_eq!(n, 1, "{arch}: mmq_{ty} in {n} of quant.cu's programs");
+    }
     for name in [
         "quantize_act_q8_0",
         "quantize_act_q8_1",
