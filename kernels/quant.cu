@@ -16,11 +16,10 @@
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
-// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Q4_K, Q5_K, Q6_K, Q8_0,
-// IQ4_XS, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M also have a tensor-core kernel
-// for batches (`mmq_<name>`, after the macro lines), and their W structs say BLOCKSUM: every
-// kernel sums their rows in the order mmq_* can keep (row_dot_blocks), so both paths give the
-// same bits.
+// (crates/glint-cuda/src/quant.rs) has the matching table row per type. Every block type except
+// Q8_1 also has a tensor-core kernel for batches (`mmq_<name>`, the MMQ_STAGED lines at the
+// end), and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can
+// keep (row_dot_blocks), so both paths give the same bits.
 //
 // Layouts: a group of `ks` warps (ks ∈ {1, 2, 4, 8, 16}) computes MV_RPW consecutive output
 // rows; a block holds max(MV_ROWS, ks) warps (blockDim = (32, that)). The host picks ks > 1
@@ -123,19 +122,129 @@ struct W_bf16 {
     static __device__ __forceinline__ float deq(const u8* w, int) { return ldbf(w); }
 };
 
-// ---- 32-element blocks against Q8_0 / Q8_1 ---------------------------------------------------
+// ---- 32-element units against Q8_0 / Q8_1 ------------------------------------------------------
 
-struct W_q4_0 {  // d f16, qs[16]
-    enum { QK = 32, TS = 18, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        const u8* qs = x + 2;
-        const i8* q8 = (const i8*)(y + 2);
-        int s = 0;
+// A Q8_0 block's value from its exact integer sum, without contraction (see q4k_block_value).
+__device__ __forceinline__ float q8_0_block_value(int s, float dw, float da) {
+    return __fmul_rn((float)s, __fmul_rn(dw, da));
+}
+
+// Four bits of n (n < 16) spread to bit 0 of one byte each (no two shifted copies overlap).
+__device__ __forceinline__ u32 spread4(u32 n) { return (n * 0x00204081u) & 0x01010101u; }
+
+// Entries 4k..4k+3 of a 16-entry int8 table (0: kvalues_iq4nl, 1: kvalues_mxfp4) as one word
+// (constants: the tables are const, their reads fold).
+template <int T>
+__device__ __forceinline__ u32 nl_word(int k) {
+    const i8* t = T ? kvalues_mxfp4 : kvalues_iq4nl;
+    return (u32)(u8)t[4 * k] | ((u32)(u8)t[4 * k + 1] << 8) | ((u32)(u8)t[4 * k + 2] << 16) |
+           ((u32)(u8)t[4 * k + 3] << 24);
+}
+
+// Table T's values of the eight nibbles of q, four int8 a word: lo those of bytes 0..3's low
+// nibbles, hi those of their high nibbles. Byte permutes of the table held in four registers
+// (entries 0..7 and 8..15, bit 3 of the index picks the half), not indexed loads; no selector
+// nibble has bit 3 set (prmt's sign-replicate mode).
+template <int T>
+__device__ __forceinline__ void nl_lookup8(u32 q, u32& lo, u32& hi) {
+    const u32 t0 = nl_word<T>(0), t1 = nl_word<T>(1), t2 = nl_word<T>(2), t3 = nl_word<T>(3);
+    const u32 idx = q & 0x77777777u, half = 0x32103210u | ((q & 0x88888888u) >> 1);
+    // r0: the values of nibbles 0..3 (lo0, hi0, lo1, hi1), r1: of nibbles 4..7.
+    const u32 r0 = __byte_perm(__byte_perm(t0, t1, idx), __byte_perm(t2, t3, idx), half);
+    const u32 r1 = __byte_perm(__byte_perm(t0, t1, idx >> 16), __byte_perm(t2, t3, idx >> 16), half >> 16);
+    lo = __byte_perm(r0, r1, 0x6420);
+    hi = __byte_perm(r0, r1, 0x7531);
+}
+__device__ __forceinline__ void iq4nl_lookup8(u32 q, u32& lo, u32& hi) { nl_lookup8<0>(q, lo, hi); }
+
+// The types whose unit is one 32-element run against one Q8_0 (Q8_1) activation block (D,
+// CRTP): Q8_0, Q4_0/1, Q5_0/1, IQ4_NL, MXFP4 (a unit per block), NVFP4 (two), Q1_0 (four).
+// D gives
+//   QK, TS, NSUB (units a block), Q8_1 (partner Q8_1: the activation's s counts);
+//   quants(x, u, q)  unit u's 32 quants as int8 (offsets and tables applied), element order;
+//   wscale(x, u)     the unit's float scales: (d, min) or (d of elements 0..15, of 16..31);
+//   value(dw, s, da) the unit's value from its exact sums s (HALVES: of elements 0..15 and
+//                    16..31 apart; else s.x the whole, s.y 0) and the activation's (d, s).
+// BLOCKSUM 2: a row's sum is the pairwise sums of 8 consecutive units' values (an 8-lane
+// butterfly) added in order (see row_dot_blocks), which mmq_unit32 keeps.
+template <class D, int HALVES_ = 0>
+struct Unit32 {
+    enum { SPLIT = 1, BLOCKSUM = 2, HALVES = HALVES_ };
+    // The activation block once (A), then each weight row (dot): the words with 32-bit loads
+    // (Q8_0 blocks are only 2-byte aligned).
+    struct A {
+        int q[8];
+        float2 d;
+    };
+    static __device__ __forceinline__ A act(const u8* a, int ib, int u) {
+        const u8* y = a + ((long long)ib * D::NSUB + u) * (D::Q8_1 ? Q8_1_BYTES : Q8_0_BYTES);
+        A r;
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
-            s += ((qs[j] & 0x0f) - 8) * q8[j] + ((qs[j] >> 4) - 8) * q8[j + 16];
-        return (float)s * ldh(x) * ldh(y);
+        for (int j = 0; j < 8; ++j) r.q[j] = (int)ld32(y + (D::Q8_1 ? 4 : 2) + 4 * j);
+        r.d = make_float2(ldh(y), D::Q8_1 ? ldh(y + 2) : 0.0f);
+        return r;
+    }
+    static __device__ __forceinline__ float dot(const u8* x, const A& y, int u) {
+        u32 q[8];
+        D::quants(x, u, q);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            lo = __dp4a((int)q[j], y.q[j], lo);
+            hi = __dp4a((int)q[j + 4], y.q[j + 4], hi);
+        }
+        return D::value(D::wscale(x, u), HALVES ? make_int2(lo, hi) : make_int2(lo + hi, 0), y.d);
+    }
+};
+
+struct W_q8_0 : Unit32<W_q8_0> {  // d f16, qs[32] i8
+    enum { QK = 32, TS = 34, NSUB = 1, Q8_1 = 0 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = ld32(x + 2 + 4 * j);
+    }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return q8_0_block_value(s.x, dw.x, da.x);
+    }
+    static __device__ __forceinline__ float deq(const u8* x, int j) {
+        return (float)((const i8*)(x + 2))[j] * ldh(x);
+    }
+};
+
+// 4-bit codes in qs[16] at `at` (elements 0..15 the low nibbles, 16..31 the high ones), plus the
+// fifth bits of a u32 qh at `hat` (HIGH), minus `off` per byte.
+template <int AT, int HIGH, int HAT>
+__device__ __forceinline__ void nib_quants(const u8* x, u32 off, u32 (&q)[8]) {
+    const u32 qh = HIGH ? ld32(x + HAT) : 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const u32 w = ld32(x + AT + 4 * j);
+        u32 lo = w & 0x0f0f0f0fu, hi = (w >> 4) & 0x0f0f0f0fu;
+        if (HIGH) {
+            lo |= spread4((qh >> (4 * j)) & 0xfu) << 4;
+            hi |= spread4((qh >> (16 + 4 * j)) & 0xfu) << 4;
+        }
+        q[j] = __vsub4(lo, off);
+        q[j + 4] = __vsub4(hi, off);
+    }
+}
+
+// (d·da)·s, the legacy types' value (glint-quant's scalar_legacy order), without contraction;
+// with the min term m·s_a where the type has one.
+__device__ __forceinline__ float legacy_value(float2 dw, int s, float2 da, bool min) {
+    const float v = __fmul_rn(__fmul_rn(dw.x, da.x), (float)s);
+    return min ? __fadd_rn(v, __fmul_rn(dw.y, da.y)) : v;
+}
+
+struct W_q4_0 : Unit32<W_q4_0> {  // d f16, qs[16]
+    enum { QK = 32, TS = 18, NSUB = 1, Q8_1 = 0 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) {
+        nib_quants<2, 0, 0>(x, 0x08080808u, q);
+    }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, false);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         int q = j < 16 ? (x[2 + j] & 0x0f) : (x[2 + j - 16] >> 4);
@@ -143,16 +252,12 @@ struct W_q4_0 {  // d f16, qs[16]
     }
 };
 
-struct W_q4_1 {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
-    enum { QK = 32, TS = 20, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_1_BYTES;
-        const u8* qs = x + 4;
-        const i8* q8 = (const i8*)(y + 4);
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) s += (qs[j] & 0x0f) * q8[j] + (qs[j] >> 4) * q8[j + 16];
-        return (ldh(x) * ldh(y)) * (float)s + ldh(x + 2) * ldh(y + 2);
+struct W_q4_1 : Unit32<W_q4_1> {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
+    enum { QK = 32, TS = 20, NSUB = 1, Q8_1 = 1 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nib_quants<4, 0, 0>(x, 0u, q); }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), ldh(x + 2)); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, true);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         int q = j < 16 ? (x[4 + j] & 0x0f) : (x[4 + j - 16] >> 4);
@@ -160,21 +265,14 @@ struct W_q4_1 {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
     }
 };
 
-struct W_q5_0 {  // d f16, qh[4], qs[16]
-    enum { QK = 32, TS = 22, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        const u32 qh = ld32(x + 2);
-        const u8* qs = x + 6;
-        const i8* q8 = (const i8*)(y + 2);
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            int x0 = (int)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) - 16;
-            int x1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
-            s += x0 * q8[j] + x1 * q8[j + 16];
-        }
-        return (ldh(x) * ldh(y)) * (float)s;
+struct W_q5_0 : Unit32<W_q5_0> {  // d f16, qh[4], qs[16]
+    enum { QK = 32, TS = 22, NSUB = 1, Q8_1 = 0 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) {
+        nib_quants<6, 1, 2>(x, 0x10101010u, q);
+    }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, false);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         const u32 qh = ld32(x + 2);
@@ -184,61 +282,18 @@ struct W_q5_0 {  // d f16, qh[4], qs[16]
     }
 };
 
-struct W_q5_1 {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
-    enum { QK = 32, TS = 24, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_1_BYTES;
-        const u32 qh = ld32(x + 4);
-        const u8* qs = x + 8;
-        const i8* q8 = (const i8*)(y + 4);
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            int x0 = (int)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
-            int x1 = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-            s += x0 * q8[j] + x1 * q8[j + 16];
-        }
-        return (ldh(x) * ldh(y)) * (float)s + ldh(x + 2) * ldh(y + 2);
+struct W_q5_1 : Unit32<W_q5_1> {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
+    enum { QK = 32, TS = 24, NSUB = 1, Q8_1 = 1 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nib_quants<8, 1, 4>(x, 0u, q); }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), ldh(x + 2)); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, true);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         const u32 qh = ld32(x + 4);
         int lo = j < 16 ? (x[8 + j] & 0x0f) : (x[8 + j - 16] >> 4);
         int q = (int)(lo | (((qh >> j) & 1) << 4));
         return __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2));
-    }
-};
-
-// A Q8_0 block's value from its exact integer sum, without contraction (see q4k_block_value).
-__device__ __forceinline__ float q8_0_block_value(int s, float dw, float da) {
-    return __fmul_rn((float)s, __fmul_rn(dw, da));
-}
-
-struct W_q8_0 {  // d f16, qs[32] i8
-    // BLOCKSUM 2: a row's sum is the pairwise sums of 8 consecutive blocks' values (an 8-lane
-    // butterfly) added in order (see row_dot_blocks).
-    enum { QK = 32, TS = 34, NSUB = 1, SPLIT = 1, BLOCKSUM = 2 };
-    // The whole block is the unit, read with 32-bit loads (blocks are only 2-byte aligned) and
-    // summed with dp4a: the activation block once (A), then each weight row (dot).
-    struct A {
-        int q[8];
-        float d;
-    };
-    static __device__ __forceinline__ A act(const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        A r;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) r.q[j] = (int)ld32(y + 2 + 4 * j);
-        r.d = ldh(y);
-        return r;
-    }
-    static __device__ __forceinline__ float dot(const u8* x, const A& y, int) {
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s = __dp4a((int)ld32(x + 2 + 4 * j), y.q[j], s);
-        return q8_0_block_value(s, ldh(x), y.d);
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int j) {
-        return (float)((const i8*)(x + 2))[j] * ldh(x);
     }
 };
 
@@ -260,17 +315,24 @@ struct W_q8_1 {  // d f16, s f16, qs[32] i8
     }
 };
 
-struct W_iq4_nl {  // d f16, qs[16]
-    enum { QK = 32, TS = 18, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        const u8* qs = x + 2;
-        const i8* q8 = (const i8*)(y + 2);
-        int s = 0;
+// Table T's values of the 32 nibbles of qs[16] at x + AT (elements 0..15 the low nibbles).
+template <int T, int AT>
+__device__ __forceinline__ void nl_quants(const u8* x, u32 (&q)[8]) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
-            s += q8[j] * kvalues_iq4nl[qs[j] & 0x0f] + q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
-        return (ldh(y) * ldh(x)) * (float)s;
+    for (int j = 0; j < 4; ++j) {
+        const u8* p = x + AT + 4 * j;
+        // MXFP4's qs sit at an odd offset: bytes, not halves.
+        const u32 w = AT % 2 ? (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24) : ld32(p);
+        nl_lookup8<T>(w, q[j], q[j + 4]);
+    }
+}
+
+struct W_iq4_nl : Unit32<W_iq4_nl> {  // d f16, qs[16]
+    enum { QK = 32, TS = 18, NSUB = 1, Q8_1 = 0 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nl_quants<0, 2>(x, q); }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, false);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         int q = j < 16 ? (x[2 + j] & 0x0f) : (x[2 + j - 16] >> 4);
@@ -278,17 +340,12 @@ struct W_iq4_nl {  // d f16, qs[16]
     }
 };
 
-struct W_mxfp4 {  // e (E8M0), qs[16]
-    enum { QK = 32, TS = 17, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int) {
-        const u8* y = a + (long long)ib * Q8_0_BYTES;
-        const u8* qs = x + 1;
-        const i8* q8 = (const i8*)(y + 2);
-        int s = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-            s += q8[j] * kvalues_mxfp4[qs[j] & 0x0f] + q8[j + 16] * kvalues_mxfp4[qs[j] >> 4];
-        return (ldh(y) * e8m0_half(x[0])) * (float)s;
+struct W_mxfp4 : Unit32<W_mxfp4> {  // e (E8M0), qs[16]
+    enum { QK = 32, TS = 17, NSUB = 1, Q8_1 = 0 };
+    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nl_quants<1, 1>(x, q); }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(e8m0_half(x[0]), 0.0f); }
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return legacy_value(dw, s.x, da, false);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         int q = j < 16 ? (x[1 + j] & 0x0f) : (x[1 + j - 16] >> 4);
@@ -296,20 +353,25 @@ struct W_mxfp4 {  // e (E8M0), qs[16]
     }
 };
 
-// 64 FP4 weights in four 16-groups with UE4M3 scales, against two Q8_0 blocks; a unit is a group.
-struct W_nvfp4 {  // d[4], qs[32]
-    enum { QK = 64, TS = 36, NSUB = 4, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int s) {
-        const u8* y = a + ((long long)ib * 2 + s / 2) * Q8_0_BYTES;
-        const i8* q8 = (const i8*)(y + 2) + (s % 2) * 16;
-        const u8* qs = x + 4 + s * 8;
-        int lo = 0, hi = 0;
+// 64 FP4 weights in four 16-groups with UE4M3 scales, against two Q8_0 blocks: unit u is groups
+// 2u and 2u + 1, each scaled on its own (HALVES).
+struct W_nvfp4 : Unit32<W_nvfp4, 1> {  // d[4], qs[32]
+    enum { QK = 64, TS = 36, NSUB = 2, Q8_1 = 0 };
+    // Group s: qs bytes 8s..8s+7, whose low nibbles are its elements 0..7, high nibbles 8..15.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            lo += q8[j] * kvalues_mxfp4[qs[j] & 0x0f];
-            hi += q8[j + 8] * kvalues_mxfp4[qs[j] >> 4];
+        for (int h = 0; h < 2; ++h) {
+            const u8* p = x + 4 + 8 * (2 * u + h);
+            nl_lookup8<1>(ld32(p), q[4 * h], q[4 * h + 2]);
+            nl_lookup8<1>(ld32(p + 4), q[4 * h + 1], q[4 * h + 3]);
         }
-        return ldh(y) * ue4m3_half(x[s]) * (float)(lo + hi);
+    }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int u) {
+        return make_float2(ue4m3_half(x[2 * u]), ue4m3_half(x[2 * u + 1]));
+    }
+    // Each group as glint-quant's dot_nvfp4 (da·d)·s, then the two added.
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return __fadd_rn(__fmul_rn(__fmul_rn(da.x, dw.x), (float)s.x), __fmul_rn(__fmul_rn(da.x, dw.y), (float)s.y));
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         int s = j / 16, k = j % 16;
@@ -319,17 +381,19 @@ struct W_nvfp4 {  // d[4], qs[32]
     }
 };
 
-// 128 one-bit weights (+d / -d) against four Q8_0 blocks; a unit is one Q8_0 block.
-struct W_q1_0 {  // d f16, qs[16]
-    enum { QK = 128, TS = 18, NSUB = 4, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int k) {
-        const u8* y = a + ((long long)ib * 4 + k) * Q8_0_BYTES;
-        const i8* q8 = (const i8*)(y + 2);
-        const u8* qs = x + 2 + k * 4;
-        int s = 0;
+// 128 one-bit weights (+d / -d) against four Q8_0 blocks; unit u is qs bytes 4u..4u+3.
+struct W_q1_0 : Unit32<W_q1_0> {  // d f16, qs[16]
+    enum { QK = 128, TS = 18, NSUB = 4, Q8_1 = 0 };
+    // Bit j of byte 4u + j/8 is element j: 2·bit − 1 per byte.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
+        const u32 w = ld32(x + 2 + 4 * u);
 #pragma unroll
-        for (int j = 0; j < 32; ++j) s += (qs[j / 8] >> (j % 8)) & 1 ? q8[j] : -q8[j];
-        return ldh(x) * (ldh(y) * (float)s);
+        for (int j = 0; j < 8; ++j) q[j] = __vsub4(spread4((w >> (4 * j)) & 0xfu) << 1, 0x01010101u);
+    }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    // dot_q1_0's d·(da·s), per unit.
+    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
+        return __fmul_rn(dw.x, __fmul_rn(da.x, (float)s.x));
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
         float d = ldh(x);
@@ -720,38 +784,6 @@ __device__ __forceinline__ int tq1_trit(const u8* x, int e) {
     return (int)(((u16)q * 3) >> 8) - 1;
 }
 
-struct W_tq1_0 {  // qs[48], qh[4], d
-    enum { QK = 256, TS = 54, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const i8* q8 = q8k_qs(y);
-        int s = 0;
-        for (int e = 32 * u; e < 32 * u + 32; ++e) s += tq1_trit(x, e) * q8[e];
-        return (float)s * (ldh(x + 52) * q8k_d(y));
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int e) {
-        return (float)tq1_trit(x, e) * ldh(x + 52);
-    }
-};
-
-struct W_tq2_0 {  // qs[64], d
-    enum { QK = 256, TS = 66, NSUB = 8, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* x, const u8* a, int ib, int u) {
-        const u8* y = a + (long long)ib * Q8_K_BYTES;
-        const u8* qs = x + 32 * (u / 4);
-        const int sh = 2 * (u % 4);
-        const i8* q8 = q8k_qs(y) + 32 * u;
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 32; ++k) s += q8[k] * (((qs[k] >> sh) & 3) - 1);
-        return (float)s * (q8k_d(y) * ldh(x + 64));
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int e) {
-        const int q = (x[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        return (float)(q - 1) * ldh(x + 64);
-    }
-};
-
 // ---- i-quants against Q8_K (a unit is one 32-weight group) ------------------------------------
 
 // Four grid values (one byte each, below 128) negated where bits 0..3 of s are set, as int8:
@@ -782,6 +814,43 @@ struct GridBlock {
         return __fmul_rn(0.125f * (float)EIGHTHS, q6k_block_value(d.x, yd, isc));
     }
     static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return value(D::d2(x), y.d, s.x, 0); }
+};
+
+// The ternary types: one scale d (no sub-block scales: each is 1), trits as int8 −1, 0, 1;
+// BLOCKSUM: rows summed block by block, q6k_block_value of Σ trit·a.
+struct W_tq1_0 : GridBlock<W_tq1_0, 8, 32> {  // qs[48], qh[4], d
+    enum { TS = 54 };
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            u32 w = 0;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) w |= ((u32)tq1_trit(x, 32 * u + 4 * j + k) & 0xffu) << (8 * k);
+            q[j] = w;
+        }
+    }
+    static __device__ __forceinline__ u32 scales(const u8*, int) { return 1; }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x + 52), 0.0f); }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        return (float)tq1_trit(x, e) * ldh(x + 52);
+    }
+};
+
+struct W_tq2_0 : GridBlock<W_tq2_0, 8, 32> {  // qs[64], d
+    enum { TS = 66 };
+    // Unit u: bits 2(u%4).. of qs bytes 32(u/4)..+31, minus 1.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&q)[8]) {
+        const u8* qs = x + 32 * (u / 4);
+        const int sh = 2 * (u % 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = __vsub4((ld32(qs + 4 * j) >> sh) & 0x03030303u, 0x01010101u);
+    }
+    static __device__ __forceinline__ u32 scales(const u8*, int) { return 1; }
+    static __device__ __forceinline__ float2 d2(const u8* x) { return make_float2(ldh(x + 64), 0.0f); }
+    static __device__ __forceinline__ float deq(const u8* x, int e) {
+        const int q = (x[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        return (float)(q - 1) * ldh(x + 64);
+    }
 };
 
 struct W_iq2_xxs : GridBlock<W_iq2_xxs, 1, 32> {  // d, qs u16[32]
@@ -1003,26 +1072,6 @@ struct W_iq1_m : GridBlock<W_iq1_m, 1, 16> {  // qs[32], qh[16], scales[8] (f16 
     }
 };
 
-// kvalues_iq4nl[4k..4k+3] as one word (constants: the table is const, its reads fold).
-__device__ __forceinline__ u32 iq4nl_word(int k) {
-    return (u32)(u8)kvalues_iq4nl[4 * k] | ((u32)(u8)kvalues_iq4nl[4 * k + 1] << 8) |
-           ((u32)(u8)kvalues_iq4nl[4 * k + 2] << 16) | ((u32)(u8)kvalues_iq4nl[4 * k + 3] << 24);
-}
-
-// The IQ4_NL values of the eight nibbles of q, four int8 a word: lo those of bytes 0..3's low
-// nibbles, hi those of their high nibbles. Byte permutes of the table held in four registers
-// (entries 0..7 and 8..15, bit 3 of the index picks the half), not indexed loads; no selector
-// nibble has bit 3 set (prmt's sign-replicate mode).
-__device__ __forceinline__ void iq4nl_lookup8(u32 q, u32& lo, u32& hi) {
-    const u32 t0 = iq4nl_word(0), t1 = iq4nl_word(1), t2 = iq4nl_word(2), t3 = iq4nl_word(3);
-    const u32 idx = q & 0x77777777u, half = 0x32103210u | ((q & 0x88888888u) >> 1);
-    // r0: the values of nibbles 0..3 (lo0, hi0, lo1, hi1), r1: of nibbles 4..7.
-    const u32 r0 = __byte_perm(__byte_perm(t0, t1, idx), __byte_perm(t2, t3, idx), half);
-    const u32 r1 = __byte_perm(__byte_perm(t0, t1, idx >> 16), __byte_perm(t2, t3, idx >> 16), half >> 16);
-    lo = __byte_perm(r0, r1, 0x6420);
-    hi = __byte_perm(r0, r1, 0x7531);
-}
-
 struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
     // BLOCKSUM: rows summed block by block, as Q6_K's (row_dot_blocks, q6k_block_value of
     // Σ (ls − 32)·(q·a) over the 8 sub-blocks); no min term.
@@ -1141,9 +1190,9 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
 // (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
 // BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3/IQ1 grids): a step is one block; its NSUB = 8 lanes
-// add their units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (Q8_0): a
-// step is 8 consecutive blocks, a lane each, their values added pairwise by an 8-lane butterfly
-// (blocks past the row's end count 0). Warp `part` of a row group takes a contiguous run of
+// add their units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (the
+// Unit32 types): a step is 8 consecutive 32-element units, a lane each, their values added
+// pairwise by an 8-lane butterfly (units past the row's end count 0). Warp `part` of a row group takes a contiguous run of
 // passes, so a row's sum is: per part, its steps left to right from 0; then group_sum adds the
 // parts in order.
 template <class W, int MAXT, class R>
@@ -1176,7 +1225,7 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
                 } else {
                     v = ibu < nblocks ? W::dot(wr[r], a, sub) : 0.0f;
 #pragma unroll
-                    for (int o = 1; o < BPS; o <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+                    for (int o = 1; o < BPS * W::NSUB; o <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
                 }
                 // Lane 0's sum is the one kept (store_rows, group_sum): its own step first.
                 acc[r][t] = __fadd_rn(acc[r][t], v);
@@ -1852,62 +1901,75 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 
-// Q8_0 against Q8_0: a step is 8 blocks; the step value is the pairwise sum (((0+1)+(2+3)) +
-// ((4+5)+(6+7))) of the blocks' q8_0_block_value (blocks past the row's end count 0). The
-// 34-byte blocks are only 2-byte aligned: staged as 32 quants at 4-byte offsets plus the scale.
-#define Q8_0_STEP 8
-extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(MMQ_ARGS) {
-    __shared__ __align__(16) u8 wq[MMQ_BM * Q8_0_STEP * 32];
-    __shared__ float wd[MMQ_BM * Q8_0_STEP];
-    __shared__ __align__(16) u8 aq[MMQ_BN * Q8_0_STEP * 32];
-    __shared__ float ad[MMQ_BN * Q8_0_STEP];
+// The Unit32 types (Q8_0, Q4_0/1, Q5_0/1, IQ4_NL, MXFP4, NVFP4, Q1_0) against Q8_0 / Q8_1: a
+// step is 8 units (256 elements), staged as W::quants a row (MMQ_WQ apart, like mmq_staged's)
+// with each unit's W::wscale, the activation's quants and (d, s) likewise; the step value is
+// the pairwise sum (((0+1)+(2+3)) + ((4+5)+(6+7))) of the units' W::value (units past the
+// row's end count 0), row_dot_blocks' BLOCKSUM 2 order. A unit's sums come from one m16n8k32
+// MMA, or two m16n8k16 (HALVES: its halves scaled apart).
+#define U32_STEP 8
+template <class W>
+__device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
+    constexpr int PB = W::Q8_1 ? Q8_1_BYTES : Q8_0_BYTES, PQ = W::Q8_1 ? 4 : 2;
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ float2 wd[MMQ_BM * U32_STEP];
+    __shared__ __align__(16) u8 aq[MMQ_BN * MMQ_WQ];
+    __shared__ float2 ad[MMQ_BN * U32_STEP];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 32;
-    const long long row_bytes = (long long)nblocks * Q8_0_BYTES;
+    const int row0 = blockIdx.x * MMQ_BM, nunits = cols / W::QK * W::NSUB;
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         __syncthreads();
-        // One (row, block) a thread at a time: 16 two-byte quant pairs and the scale.
-        for (int i = tid; i < MMQ_BM * Q8_0_STEP; i += 128) {
-            const int r = i / Q8_0_STEP, k = i - r * Q8_0_STEP, blk = min(b * Q8_0_STEP + k, nblocks - 1);
-            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)blk * Q8_0_BYTES;
-            u8* dst = wq + i * 32;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) *(u32*)(dst + 4 * j) = ld32(src + 2 + 4 * j);
-            wd[i] = ldh(src);
+        // One (row, unit) a thread at a time: its 32 quants and scales.
+        for (int i = tid; i < MMQ_BM * U32_STEP; i += 128) {
+            const int r = i / U32_STEP, k = i - r * U32_STEP, u = min(b * U32_STEP + k, nunits - 1);
+            const int blk = u / W::NSUB;
+            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)blk * W::TS;
+            u32 q[8];
+            W::quants(src, u - blk * W::NSUB, q);
+            u8* dst = wq + r * MMQ_WQ + 32 * k;
+            *(uint4*)dst = make_uint4(q[0], q[1], q[2], q[3]);
+            *(uint4*)(dst + 16) = make_uint4(q[4], q[5], q[6], q[7]);
+            wd[i] = W::wscale(src, u - blk * W::NSUB);
         }
-        for (int i = tid; i < MMQ_BN * Q8_0_STEP; i += 128) {
-            const int t = i / Q8_0_STEP, k = i - t * Q8_0_STEP, blk = min(b * Q8_0_STEP + k, nblocks - 1);
-            const u8* src = act + (long long)xr[t] * act_stride + (long long)blk * Q8_0_BYTES;
-            u8* dst = aq + i * 32;
+        for (int i = tid; i < MMQ_BN * U32_STEP; i += 128) {
+            const int t = i / U32_STEP, k = i - t * U32_STEP, u = min(b * U32_STEP + k, nunits - 1);
+            const u8* src = act + (long long)xr[t] * act_stride + (long long)u * PB;
+            u8* dst = aq + t * MMQ_WQ + 32 * k;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) *(u32*)(dst + 4 * j) = ld32(src + 2 + 4 * j);
-            ad[i] = ldh(src);
+            for (int j = 0; j < 8; ++j) *(u32*)(dst + 4 * j) = ld32(src + PQ + 4 * j);
+            ad[i] = make_float2(ldh(src), W::Q8_1 ? ldh(src + 2) : 0.0f);
         }
         __syncthreads();
-        // Block k's values into bv; the pairwise sums kept as they complete (few registers).
-        auto block_values = [&](int k, float (&bv)[4][4]) {
-            const bool valid = b * Q8_0_STEP + k < nblocks;
-            const u8* x0 = wq + (r0 * Q8_0_STEP + k) * 32 + 4 * t4;
-            const u8* x1 = wq + (r1 * Q8_0_STEP + k) * 32 + 4 * t4;
+        // Unit k's values into uv; the pairwise sums kept as they complete (few registers).
+        auto unit_values = [&](int k, float (&uv)[4][4]) {
+            const bool valid = b * U32_STEP + k < nunits;
+            const u8* x0 = wq + r0 * MMQ_WQ + 32 * k + 4 * t4;
+            const u8* x1 = wq + r1 * MMQ_WQ + 32 * k + 4 * t4;
             const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
-            const float dw0 = wd[r0 * Q8_0_STEP + k], dw1 = wd[r1 * Q8_0_STEP + k];
+            const float2 dw0 = wd[r0 * U32_STEP + k], dw1 = wd[r1 * U32_STEP + k];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const u8* yb = aq + ((8 * j + g) * Q8_0_STEP + k) * 32 + 4 * t4;
-                int c[4];
-                mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+                const u8* yb = aq + (8 * j + g) * MMQ_WQ + 32 * k + 4 * t4;
+                int c[4], h[4] = {0, 0, 0, 0};
+                if constexpr (W::HALVES != 0) {
+                    mma_s8_16x8x16(c, a0, a1, lds32(yb));
+                    mma_s8_16x8x16(h, a2, a3, lds32(yb + 16));
+                } else {
+                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+                }
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    const float da = ad[(8 * j + 2 * t4 + (q & 1)) * Q8_0_STEP + k];
-                    bv[j][q] = valid ? q8_0_block_value(c[q], q < 2 ? dw0 : dw1, da) : 0.0f;
+                    const float2 da = ad[(8 * j + 2 * t4 + (q & 1)) * U32_STEP + k];
+                    uv[j][q] = valid ? W::value(q < 2 ? dw0 : dw1, make_int2(c[q], h[q]), da) : 0.0f;
                 }
             }
         };
         auto pair = [&](int k, float (&out)[4][4]) {
             float x[4][4], z[4][4];
-            block_values(k, x);
-            block_values(k + 1, z);
+            unit_values(k, x);
+            unit_values(k + 1, z);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -1927,7 +1989,7 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(MMQ_ARGS) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(lo[j][q], __fadd_rn(hi[j][q], t[j][q]));
     };
-    mmq_tiles(w, y, rows, n, row_bytes, (nblocks + Q8_0_STEP - 1) / Q8_0_STEP, ks, order, tiles, n_used, x_per_slot,
+    mmq_tiles(w, y, rows, n, row_bytes, (nunits + U32_STEP - 1) / U32_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
 }
 
@@ -2073,8 +2135,16 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
 #define MMQ_PASS w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot
 // One line per type: like the QUANT_KERNELS lines, these are shared out over quant.cu's
 // programs (crates/glint-cuda/src/compile.rs), so each kernel is compiled once.
+template <class W>
+__device__ __forceinline__ void mmq_for(MMQ_ARGS) {
+    if constexpr (W::BLOCKSUM == 2) {
+        mmq_unit32<W>(MMQ_PASS);
+    } else {
+        mmq_staged<W>(MMQ_PASS);
+    }
+}
 #define MMQ_STAGED(name, W) \
-    extern "C" __global__ void __launch_bounds__(128) mmq_##name(MMQ_ARGS) { mmq_staged<W>(MMQ_PASS); }
+    extern "C" __global__ void __launch_bounds__(128) mmq_##name(MMQ_ARGS) { mmq_for<W>(MMQ_PASS); }
 MMQ_STAGED(q2_k, W_q2_k)
 MMQ_STAGED(q3_k, W_q3_k)
 MMQ_STAGED(iq2_xxs, W_iq2_xxs)
@@ -2085,6 +2155,17 @@ MMQ_STAGED(iq3_s, W_iq3_s)
 MMQ_STAGED(iq1_s, W_iq1_s)
 MMQ_STAGED(iq1_m, W_iq1_m)
 MMQ_STAGED(iq4_xs, W_iq4_xs)
+MMQ_STAGED(q8_0, W_q8_0)
+MMQ_STAGED(q4_0, W_q4_0)
+MMQ_STAGED(q4_1, W_q4_1)
+MMQ_STAGED(q5_0, W_q5_0)
+MMQ_STAGED(q5_1, W_q5_1)
+MMQ_STAGED(iq4_nl, W_iq4_nl)
+MMQ_STAGED(mxfp4, W_mxfp4)
+MMQ_STAGED(nvfp4, W_nvfp4)
+MMQ_STAGED(q1_0, W_q1_0)
+MMQ_STAGED(tq1_0, W_tq1_0)
+MMQ_STAGED(tq2_0, W_tq2_0)
 
 // ---- activation quantization (byte-identical to glint_quant::dot::quantize_activation) --------
 // x is `nblocks` partner blocks of f32 laid end to end (n rows × cols, cols a block multiple).

@@ -29,14 +29,27 @@ pub(crate) struct Kind {
     pub get_rows: &'static str,
     /// The activation format of `matvec` / `mmid` (F32: the activation as is).
     pub partner: GgmlType,
+    /// The tensor-core kernel for batches of more than MV_TOK tokens, where the type has one.
+    pub mmq: Option<&'static str>,
+}
+
+macro_rules! mmq_name {
+    ($name:literal) => {
+        None
+    };
+    ($name:literal mmq) => {
+        Some(concat!("mmq_", $name))
+    };
 }
 
 macro_rules! kinds {
-    ($($ty:ident => $name:literal, $partner:ident;)*) => {
+    ($($ty:ident => $name:literal, $partner:ident $(, $mmq:ident)?;)*) => {
         /// Each supported weight type is one row; kernels/quant.cu's `QUANT_KERNELS(name, ..)`
-        /// lines are the other half. The partner is glint-quant's `vec_dot_type` except Q8_1,
-        /// which glint-quant has no dot kernel for: the CPU backend decodes its rows and takes
-        /// an f32 dot, and so does this (partner F32).
+        /// and `MMQ_STAGED(name, ..)` lines are the other half. The partner is glint-quant's
+        /// `vec_dot_type` except Q8_1, which glint-quant has no dot kernel for: the CPU backend
+        /// decodes its rows and takes an f32 dot, and so does this (partner F32). `mmq`: the
+        /// type has a tensor-core kernel; the float types and Q8_1 (an activation format no
+        /// GGUF stores weights in) multiply batches with the per-unit kernels, 8 tokens a pass.
         pub(crate) const KINDS: &[Kind] = &[$(Kind {
             ty: GgmlType::$ty,
             matvec: concat!("matvec_", $name),
@@ -44,6 +57,7 @@ macro_rules! kinds {
             mmid: concat!("mmid_", $name),
             get_rows: concat!("get_rows_", $name),
             partner: GgmlType::$partner,
+            mmq: mmq_name!($name $($mmq)?),
         },)*];
     };
 }
@@ -52,31 +66,31 @@ kinds! {
     F32 => "f32", F32;
     F16 => "f16", F16;
     BF16 => "bf16", BF16;
-    Q4_0 => "q4_0", Q8_0;
-    Q4_1 => "q4_1", Q8_1;
-    Q5_0 => "q5_0", Q8_0;
-    Q5_1 => "q5_1", Q8_1;
-    Q8_0 => "q8_0", Q8_0;
+    Q4_0 => "q4_0", Q8_0, mmq;
+    Q4_1 => "q4_1", Q8_1, mmq;
+    Q5_0 => "q5_0", Q8_0, mmq;
+    Q5_1 => "q5_1", Q8_1, mmq;
+    Q8_0 => "q8_0", Q8_0, mmq;
     Q8_1 => "q8_1", F32;
-    IQ4_NL => "iq4_nl", Q8_0;
-    MXFP4 => "mxfp4", Q8_0;
-    NVFP4 => "nvfp4", Q8_0;
-    Q1_0 => "q1_0", Q8_0;
-    Q2_K => "q2_k", Q8_K;
-    Q3_K => "q3_k", Q8_K;
-    Q4_K => "q4_k", Q8_K;
-    Q5_K => "q5_k", Q8_K;
-    Q6_K => "q6_k", Q8_K;
-    TQ1_0 => "tq1_0", Q8_K;
-    TQ2_0 => "tq2_0", Q8_K;
-    IQ2_XXS => "iq2_xxs", Q8_K;
-    IQ2_XS => "iq2_xs", Q8_K;
-    IQ2_S => "iq2_s", Q8_K;
-    IQ3_XXS => "iq3_xxs", Q8_K;
-    IQ3_S => "iq3_s", Q8_K;
-    IQ1_S => "iq1_s", Q8_K;
-    IQ1_M => "iq1_m", Q8_K;
-    IQ4_XS => "iq4_xs", Q8_K;
+    IQ4_NL => "iq4_nl", Q8_0, mmq;
+    MXFP4 => "mxfp4", Q8_0, mmq;
+    NVFP4 => "nvfp4", Q8_0, mmq;
+    Q1_0 => "q1_0", Q8_0, mmq;
+    Q2_K => "q2_k", Q8_K, mmq;
+    Q3_K => "q3_k", Q8_K, mmq;
+    Q4_K => "q4_k", Q8_K, mmq;
+    Q5_K => "q5_k", Q8_K, mmq;
+    Q6_K => "q6_k", Q8_K, mmq;
+    TQ1_0 => "tq1_0", Q8_K, mmq;
+    TQ2_0 => "tq2_0", Q8_K, mmq;
+    IQ2_XXS => "iq2_xxs", Q8_K, mmq;
+    IQ2_XS => "iq2_xs", Q8_K, mmq;
+    IQ2_S => "iq2_s", Q8_K, mmq;
+    IQ3_XXS => "iq3_xxs", Q8_K, mmq;
+    IQ3_S => "iq3_s", Q8_K, mmq;
+    IQ1_S => "iq1_s", Q8_K, mmq;
+    IQ1_M => "iq1_m", Q8_K, mmq;
+    IQ4_XS => "iq4_xs", Q8_K, mmq;
 }
 
 /// The table row of `ty`, if this backend multiplies it.
@@ -391,33 +405,17 @@ fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
     if !*ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ").map_or(true, |v| v != "0")) {
         return None;
     }
-    match ty {
-        GgmlType::Q4_K => Some("mmq_q4_k"),
-        GgmlType::Q5_K => Some("mmq_q5_k"),
-        GgmlType::Q6_K => Some("mmq_q6_k"),
-        GgmlType::IQ4_XS => Some("mmq_iq4_xs"),
-        GgmlType::Q8_0 => Some("mmq_q8_0"),
-        GgmlType::Q2_K => Some("mmq_q2_k"),
-        GgmlType::Q3_K => Some("mmq_q3_k"),
-        GgmlType::IQ2_XXS => Some("mmq_iq2_xxs"),
-        GgmlType::IQ3_XXS => Some("mmq_iq3_xxs"),
-        GgmlType::IQ2_XS => Some("mmq_iq2_xs"),
-        GgmlType::IQ2_S => Some("mmq_iq2_s"),
-        GgmlType::IQ3_S => Some("mmq_iq3_s"),
-        GgmlType::IQ1_S => Some("mmq_iq1_s"),
-        GgmlType::IQ1_M => Some("mmq_iq1_m"),
-        _ => None,
-    }
+    kind(ty).and_then(|k| k.mmq)
 }
 
-/// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`).
+/// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`): an element of a float
+/// type, 32 elements of every block type.
 fn units(ty: GgmlType, cols: usize) -> usize {
-    let per_block = match ty.block_size() {
-        256 => 8,
-        64 | 128 => 4,
-        _ => 1,
-    };
-    cols / ty.block_size() * per_block
+    if ty.block_size() == 1 {
+        cols
+    } else {
+        cols / 32
+    }
 }
 
 pub(crate) fn matmul(

@@ -91,7 +91,9 @@ fn quant_entries(arch: &str, text: &str) {
             assert_eq!(n, 1, "{arch}: {kind}_{ty} in {n} of quant.cu's programs");
         }
     }
-    for ty in ["q2_k", "iq2_xxs", "iq1_m", "iq4_xs"] {
+    for ty in [
+        "q2_k", "iq2_xxs", "iq1_m", "iq4_xs", "q8_0", "q4_0", "q5_1", "nvfp4", "q1_0", "tq1_0",
+    ] {
         let n = text.matches(&format!(".entry mmq_{ty}(")).count();
         assert_eq!(n, 1, "{arch}: mmq_{ty} in {n} of quant.cu's programs");
     }
@@ -120,6 +122,16 @@ fn quant_entries(arch: &str, text: &str) {
         "mmq_iq3_s",
         "mmq_iq1_s",
         "mmq_iq1_m",
+        "mmq_q4_0",
+        "mmq_q4_1",
+        "mmq_q5_0",
+        "mmq_q5_1",
+        "mmq_iq4_nl",
+        "mmq_mxfp4",
+        "mmq_nvfp4",
+        "mmq_q1_0",
+        "mmq_tq1_0",
+        "mmq_tq2_0",
         "get_rows_q6_k",
     ] {
         assert!(

@@ -1,8 +1,7 @@
 //! Every weight type glint-quant can multiply (a `vec_dot_type` in its table), on CUDA against
 //! the CPU backend: `matmul` (1, 3, 9 and 40 tokens: 3 takes the batched per-unit kernel, 9 and
-//! 40 the more-than-8-tokens path — the tensor cores for Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS, Q2_K,
-//! Q3_K, IQ2_XXS, IQ3_XXS, IQ2_XS, IQ2_S, IQ3_S, IQ1_S, IQ1_M; a batch's rows bit-identical to
-//! each token alone),
+//! 40 the more-than-8-tokens path — the tensor cores for every block type, the per-unit kernels
+//! for F32, F16, BF16 and Q8_1; a batch's rows bit-identical to each token alone),
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
@@ -110,7 +109,8 @@ fn abs_terms(ty: GgmlType, w: &[u8], x: &[f32]) -> f64 {
     }
 }
 
-/// Work units one kernel lane sums per weight block (kernels/quant.cu NSUB).
+/// Float partials per weight block either backend adds at most (kernels/quant.cu NSUB: 32-element
+/// units; glint-quant's NVFP4 adds one per 16-element group).
 fn units_per_block(ty: GgmlType) -> usize {
     match ty.block_size() {
         256 => 8,
@@ -169,9 +169,8 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let wcpu = cpu
             .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
             .expect("cpu upload");
-        // 9 and 40 tokens: the batched kernels (and for the MMQ types — Q4_K, Q5_K, Q6_K, Q8_0,
-        // IQ4_XS, Q2_K, Q3_K and the IQ2/IQ3 grids — the tensor-core one, over one and two token
-        // tiles).
+        // 9 and 40 tokens: the batched kernels (for the block types the tensor-core one, over
+        // one and two token tiles).
         for n in [1usize, 3, 9, 40] {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
             let mut want = vec![0.0f32; n * rows];
@@ -403,6 +402,22 @@ fn grouping_many_experts_matches_the_cpu_backend() {
     grouping_case(GgmlType::IQ3_S, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::IQ1_S, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::IQ1_M, 512, 70, 100, 3, 600);
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::IQ4_NL,
+        GgmlType::MXFP4,
+        GgmlType::NVFP4,
+        GgmlType::Q1_0,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+    ] {
+        grouping_case(ty, 512, 70, 100, 3, 600);
+    }
+    // Q4_1 rows of 96: three units, one partial tensor-core step, with the Q8_1 min term.
+    grouping_case(GgmlType::Q4_1, 96, 70, 50, 3, 600);
     // Q8_0 rows of 192 (attn_k_b's): six blocks, one partial tensor-core step.
     grouping_case(GgmlType::Q8_0, 192, 70, 50, 3, 600);
 }
