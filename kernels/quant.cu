@@ -98,27 +98,31 @@ __device__ __forceinline__ float coord_sign(u64 grid, u32 signs, int j) {
 
 // ---- float weights (partner: the same float format; F32 uses the activation as is) -------------
 
+// A float unit is one element: the activation's value once (A), then each row's product,
+// rounded on its own (`__fmul_rn`, never contracted into the add), so every kernel that sums a
+// row — one token, eight, or grouped — forms the same bits.
 struct W_f32 {
-    enum { QK = 1, TS = 4, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
-        return ldf(w) * ((const float*)a)[ib];
-    }
+    enum { QK = 1, TS = 4, NSUB = 1, SPLIT = 1 };
+    using A = float;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int) { return ((const float*)a)[ib]; }
+    // F32 rows are 4-byte multiples of 4-byte aligned allocations: one 32-bit load.
+    static __device__ __forceinline__ float dot(const u8* w, A y, int) { return __fmul_rn(*(const float*)w, y); }
     static __device__ __forceinline__ float deq(const u8* w, int) { return ldf(w); }
 };
 
 struct W_f16 {
-    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
-        return ldh(w) * ldh(a + 2 * (long long)ib);
-    }
+    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 1 };
+    using A = float;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int) { return ldh(a + 2 * (long long)ib); }
+    static __device__ __forceinline__ float dot(const u8* w, A y, int) { return __fmul_rn(ldh(w), y); }
     static __device__ __forceinline__ float deq(const u8* w, int) { return ldh(w); }
 };
 
 struct W_bf16 {
-    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 0 };
-    static __device__ __forceinline__ float vd(const u8* w, const u8* a, int ib, int) {
-        return ldbf(w) * ldbf(a + 2 * (long long)ib);
-    }
+    enum { QK = 1, TS = 2, NSUB = 1, SPLIT = 1 };
+    using A = float;
+    static __device__ __forceinline__ A act(const u8* a, int ib, int) { return ldbf(a + 2 * (long long)ib); }
+    static __device__ __forceinline__ float dot(const u8* w, A y, int) { return __fmul_rn(ldbf(w), y); }
     static __device__ __forceinline__ float deq(const u8* w, int) { return ldbf(w); }
 };
 
@@ -620,6 +624,17 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
         r.bs_lo = q8k_bsum(y, 4 * p + h);
         r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
         return r;
+    }
+    // Unit u's quants: elements 16h..16h+15 of sub-block 2p (lo) and of 2p + 1 (hi), four a word
+    // (p = u/2, h = u%2); mmq_q4_k stages these words.
+    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&lo)[4], u32 (&hi)[4]) {
+        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
+        const u32 qq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            lo[j] = qq[j] & 0x0f0f0f0fu;
+            hi[j] = (qq[j] >> 4) & 0x0f0f0f0fu;
+        }
     }
     // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
     static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
@@ -1629,6 +1644,17 @@ __device__ __forceinline__ void mma_s8_16x8x32(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
+// c += a·b (m16n8k32, s8 × s8 → s32), the fragments as mma_s8_16x8x32's.
+__device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
 // The tiles, runs and stores of an mmq_* kernel; `step(wt, b, x_row, v)` stages step b of the
 // block's rows (of the expert's weights at wt) and of the activation rows x_row[0..MMQ_BN),
 // and sets v[j][q] to this thread's step values: rows g (q 0, 1) and g + 8 (q 2, 3) of its
@@ -1697,13 +1723,16 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
 }
 
 // Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as` (one per token, in
-// order); every thread of the block takes part.
+// order), a warp per token (its 73 words in three coalesced passes, no index division). Every
+// thread of the block takes part.
 __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
                                           long long act_stride, int b) {
-    for (int i = threadIdx.x; i < MMQ_BN * (Q8_K_BYTES / 4); i += 128) {
-        const int t = i / (Q8_K_BYTES / 4), c = i - t * (Q8_K_BYTES / 4);
-        *(u32*)(as + t * Q8_K_BYTES + 4 * c) =
-            *(const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 4 * c);
+    const int lane = threadIdx.x & 31;
+    for (int t = threadIdx.x >> 5; t < MMQ_BN; t += 4) {
+        const u32* src = (const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES);
+        u32* dst = (u32*)(as + t * Q8_K_BYTES);
+#pragma unroll
+        for (int c = lane; c < Q8_K_BYTES / 4; c += 32) dst[c] = src[c];
     }
 }
 
@@ -1711,72 +1740,7 @@ __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restr
     const u8 *__restrict__ w, const u8 *__restrict__ act, float *__restrict__ y, int cols, int rows, int n, \
         long long act_stride, int ks, const u32 *__restrict__ order, const u32 *__restrict__ tiles, int n_used, \
         int x_per_slot
-
-// Q4_K against Q8_K: a step is one block; its value is q4k_block_value of Σ scale·(q·a) over
-// the 8 sub-blocks (an MMA each) and Σ min·bsum.
-extern "C" __global__ void __launch_bounds__(128) mmq_q4_k(MMQ_ARGS) {
-    __shared__ __align__(16) u8 ws[MMQ_BM * 144];
-    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
-    const long long row_bytes = (long long)nblocks * 144;
-    const u8* w0 = ws + (warp * 16 + g) * 144;
-    const u8* w1 = w0 + 8 * 144;
-    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
-        __syncthreads();  // the previous step's readers are done (and x_row is written)
-        for (int i = tid; i < MMQ_BM * 9; i += 128) {
-            const int r = i / 9, c = i - r * 9;
-            const long long rr = min(row0 + r, rows - 1);
-            *(uint4*)(ws + r * 144 + 16 * c) = *(const uint4*)(wt + rr * row_bytes + (long long)b * 144 + 16 * c);
-        }
-        stage_q8k(as, act, xr, act_stride, b);
-        __syncthreads();
-        int isc[4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) isc[j][q] = 0;
-        int mn0[8], mn1[8];
-#pragma unroll
-        for (int s = 0; s < 8; ++s) {
-            int sc0, sc1;
-            scale_min_k4(s, w0 + 4, sc0, mn0[s]);
-            scale_min_k4(s, w1 + 4, sc1, mn1[s]);
-            const int off = 16 + 32 * (s >> 1) + 4 * t4, sh = 4 * (s & 1);
-            const u32 a0 = (lds32(w0 + off) >> sh) & 0x0f0f0f0fu, a1 = (lds32(w1 + off) >> sh) & 0x0f0f0f0fu;
-            const u32 a2 = (lds32(w0 + off + 16) >> sh) & 0x0f0f0f0fu;
-            const u32 a3 = (lds32(w1 + off + 16) >> sh) & 0x0f0f0f0fu;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
-                int c[4];
-                mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
-                isc[j][0] += sc0 * c[0];
-                isc[j][1] += sc0 * c[1];
-                isc[j][2] += sc1 * c[2];
-                isc[j][3] += sc1 * c[3];
-            }
-        }
-        const float d0 = ldh(w0), dm0 = ldh(w0 + 2), d1 = ldh(w1), dm1 = ldh(w1 + 2);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
-                int imn0 = 0, imn1 = 0;
-#pragma unroll
-                for (int s = 0; s < 8; ++s) {
-                    const int bs = q8k_bsum(yb, 2 * s) + q8k_bsum(yb, 2 * s + 1);
-                    imn0 += mn0[s] * bs;
-                    imn1 += mn1[s] * bs;
-                }
-                const float yd = q8k_d(yb);
-                v[j][q] = q4k_block_value(d0, dm0, yd, isc[j][q], imn0);
-                v[j][2 + q] = q4k_block_value(d1, dm1, yd, isc[j][2 + q], imn1);
-            }
-    };
-    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
-}
+#define MMQ_PASS w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot
 
 // c = a·b (m16n8k16, s8 × s8 → s32, zero accumulator). a: rows g, g+8 at k 4t..4t+3; b: k
 // 4t..4t+3 of token g; c as mma_s8_16x8x32's.
@@ -1790,26 +1754,37 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
-// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_q5_k and mmq_staged:
+// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_k4, mmq_staged and mmq_unit32:
 // padded so that the MMA operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit
 // distinct banks.
 #define MMQ_WQ 272
 
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
-// `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), as
-// mmq_q4_k's, for this thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are
-// i8 (else u8).
-template <bool SIGNED>
+// `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), for this
+// thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are i8 (else u8). MIN:
+// also imn[j][q] = Σ min·(Σ a) over the sub-blocks (8 mins a row in wmn, u8 < 128), from one
+// more MMA each whose weights are the sub-block's min in every place, accumulated in the MMA:
+// the same exact integer as Σ min·bsum, with no per-output work.
+template <bool SIGNED, bool MIN = false>
 __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4],
+                                          const u8* __restrict__ wmn = nullptr, int (*imn)[4] = nullptr) {
     const int r1 = r0 + 8;
     const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
     const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
+    u32 m0[2] = {0, 0}, m1[2] = {0, 0};
+    if constexpr (MIN) {
+        m0[0] = lds32(wmn + 8 * r0), m0[1] = lds32(wmn + 8 * r0 + 4);
+        m1[0] = lds32(wmn + 8 * r1), m1[1] = lds32(wmn + 8 * r1 + 4);
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+        for (int q = 0; q < 4; ++q) {
+            isc[j][q] = 0;
+            if constexpr (MIN) imn[j][q] = 0;
+        }
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
         const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
@@ -1818,11 +1793,16 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
         const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
         const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
         const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
+        // The min of each row in all four bytes of its fragment words.
+        const u32 mn0 = ((m0[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
+        const u32 mn1 = ((m1[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+            const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
             int c[4];
-            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+            mma_s8_16x8x32(c, a0, a1, a2, a3, y0, y1);
+            if constexpr (MIN) mma_s8_16x8x32_acc(imn[j], mn0, mn1, mn0, mn1, y0, y1);
             isc[j][0] += sc0 * c[0];
             isc[j][1] += sc0 * c[1];
             isc[j][2] += sc1 * c[2];
@@ -1993,10 +1973,12 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
               step);
 }
 
-// Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W_q5_k::quants: low
-// nibble and fifth bit, in element order) with its 8 scales and mins and d, dmin; then as
-// mmq_q4_k: an MMA per 32-element sub-block, Σ scale·(q·a) and Σ min·bsum, q4k_block_value.
-extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
+// Q4_K and Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W::quants: the
+// nibbles, and Q5_K's fifth bits, in element order) with its 8 scales and mins and (d, dmin);
+// an MMA per 32-element sub-block for Σ scale·(q·a) and one for Σ min·(Σ a) (mmq_sub32),
+// q4k_block_value of them.
+template <class W>
+__device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
     __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
     __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
@@ -2004,7 +1986,7 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
     __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
-    const long long row_bytes = (long long)nblocks * 176;
+    const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         __syncthreads();  // the previous step's readers are done (and x_row is written)
@@ -2012,10 +1994,10 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
         // and sub-block u's scale and min; unit 0 also d and dmin.
         for (int i = tid; i < MMQ_BM * 8; i += 128) {
             const int r = i >> 3, u = i & 7;
-            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 176;
+            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS;
             const uint4 hd = *(const uint4*)x;
             u32 lo[4], hi[4];
-            W_q5_k::quants(x, u, lo, hi);
+            W::quants(x, u, lo, hi);
             u8* dst = wq + r * MMQ_WQ + 64 * (u >> 1) + 16 * (u & 1);
             *(uint4*)dst = make_uint4(lo[0], lo[1], lo[2], lo[3]);
             *(uint4*)(dst + 32) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
@@ -2029,32 +2011,22 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) {
         }
         stage_q8k(as, act, xr, act_stride, b);
         __syncthreads();
-        int isc[4][4];
-        mmq_sub32<false>(wq, wsc, as, r0, g, t4, isc);
-        const u32 m0[2] = {lds32(wmn + 8 * r0), lds32(wmn + 8 * r0 + 4)};
-        const u32 m1[2] = {lds32(wmn + 8 * r1), lds32(wmn + 8 * r1 + 4)};
+        int isc[4][4], imn[4][4];
+        mmq_sub32<false, true>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
         const float2 d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
-                int imn0 = 0, imn1 = 0;
-#pragma unroll
-                for (int s = 0; s < 8; ++s) {
-                    // bsums 2s and 2s + 1 (one word: Q8_K blocks are 4-byte multiples).
-                    const u32 bw = lds32(yb + 260 + 4 * s);
-                    const int bs = (int)(i16)(u16)(bw & 0xffff) + ((int)bw >> 16);
-                    imn0 += (int)((m0[s >> 2] >> (8 * (s & 3))) & 0xff) * bs;
-                    imn1 += (int)((m1[s >> 2] >> (8 * (s & 3))) & 0xff) * bs;
-                }
-                const float yd = q8k_d(yb);
-                v[j][q] = q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn0);
-                v[j][2 + q] = q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn1);
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
+                v[j][q] = q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]);
+                v[j][2 + q] = q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]);
             }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
+extern "C" __global__ void __launch_bounds__(128) mmq_q4_k(MMQ_ARGS) { mmq_k4<W_q4_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) { mmq_k4<W_q5_k>(MMQ_PASS); }
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.
@@ -2132,7 +2104,6 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 
-#define MMQ_PASS w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot
 // One line per type: like the QUANT_KERNELS lines, these are shared out over quant.cu's
 // programs (crates/glint-cuda/src/compile.rs), so each kernel is compiled once.
 template <class W>
