@@ -1657,8 +1657,9 @@ __device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, 
 
 // The tiles, runs and stores of an mmq_* kernel; `step(wt, b, x_row, v)` stages step b of the
 // block's rows (of the expert's weights at wt) and of the activation rows x_row[0..MMQ_BN),
-// and sets v[j][q] to this thread's step values: rows g (q 0, 1) and g + 8 (q 2, 3) of its
-// warp's 16, tokens 8j + 2t + (q & 1). It synchronises the block itself.
+// and adds (`__fadd_rn`) to v[j][q] this thread's step values: rows g (q 0, 1) and g + 8
+// (q 2, 3) of its warp's 16, tokens 8j + 2t + (q & 1) — added there rather than returned, so no
+// step-value registers stay live beside the sums. It synchronises the block itself.
 template <class Step>
 __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __restrict__ y, int rows, int n,
                                           long long row_bytes, int nsteps, int ks, const u32* __restrict__ order,
@@ -1686,7 +1687,7 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
         }
         const u8* wt = w + (long long)e * rows * row_bytes;
         // acc: the current run's sum; tot: the runs before it, added in order (group_sum's).
-        float acc[4][4], tot[4][4], v[4][4];
+        float acc[4][4], tot[4][4];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -1705,11 +1706,7 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
         };
         for (int b = 0; b < nsteps; ++b) {
             while (b >= part_end && part < ks) close_part();
-            step(wt, b, x_row, v);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[j][q] = __fadd_rn(acc[j][q], v[j][q]);
+            step(wt, b, x_row, acc);
         }
         while (part < ks) close_part();
 #pragma unroll
@@ -1874,8 +1871,8 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
                 const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
-                v[j][q] = q6k_block_value(d0, yd, isc[j][q]);
-                v[j][2 + q] = q6k_block_value(d1, yd, isc[j][2 + q]);
+                v[j][q] = __fadd_rn(v[j][q], q6k_block_value(d0, yd, isc[j][q]));
+                v[j][2 + q] = __fadd_rn(v[j][2 + q], q6k_block_value(d1, yd, isc[j][2 + q]));
             }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
@@ -1922,52 +1919,47 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
             ad[i] = make_float2(ldh(src), W::Q8_1 ? ldh(src + 2) : 0.0f);
         }
         __syncthreads();
-        // Unit k's values into uv; the pairwise sums kept as they complete (few registers).
-        auto unit_values = [&](int k, float (&uv)[4][4]) {
-            const bool valid = b * U32_STEP + k < nunits;
-            const u8* x0 = wq + r0 * MMQ_WQ + 32 * k + 4 * t4;
-            const u8* x1 = wq + r1 * MMQ_WQ + 32 * k + 4 * t4;
-            const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
-            const float2 dw0 = wd[r0 * U32_STEP + k], dw1 = wd[r1 * U32_STEP + k];
+        // Token fragment j at a time (its 4 outputs a thread), unit k's value of them; the
+        // pairwise sums kept as they complete, so few registers are live.
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const u8* yb = aq + (8 * j + g) * MMQ_WQ + 32 * k + 4 * t4;
+        for (int j = 0; j < 4; ++j) {
+            const u8* yb = aq + (8 * j + g) * MMQ_WQ + 4 * t4;
+            auto unit_value = [&](int k, float (&uv)[4]) {
+                const bool valid = b * U32_STEP + k < nunits;
+                const u8* x0 = wq + r0 * MMQ_WQ + 32 * k + 4 * t4;
+                const u8* x1 = wq + r1 * MMQ_WQ + 32 * k + 4 * t4;
+                const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
                 int c[4], h[4] = {0, 0, 0, 0};
                 if constexpr (W::HALVES != 0) {
-                    mma_s8_16x8x16(c, a0, a1, lds32(yb));
-                    mma_s8_16x8x16(h, a2, a3, lds32(yb + 16));
+                    mma_s8_16x8x16(c, a0, a1, lds32(yb + 32 * k));
+                    mma_s8_16x8x16(h, a2, a3, lds32(yb + 32 * k + 16));
                 } else {
-                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb + 32 * k), lds32(yb + 32 * k + 16));
                 }
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
+                    const float2 dw = wd[(q < 2 ? r0 : r1) * U32_STEP + k];
                     const float2 da = ad[(8 * j + 2 * t4 + (q & 1)) * U32_STEP + k];
-                    uv[j][q] = valid ? W::value(q < 2 ? dw0 : dw1, make_int2(c[q], h[q]), da) : 0.0f;
+                    uv[q] = valid ? W::value(dw, make_int2(c[q], h[q]), da) : 0.0f;
                 }
-            }
-        };
-        auto pair = [&](int k, float (&out)[4][4]) {
-            float x[4][4], z[4][4];
-            unit_values(k, x);
-            unit_values(k + 1, z);
+            };
+            auto pair = [&](int k, float (&out)[4]) {
+                float x[4], z[4];
+                unit_value(k, x);
+                unit_value(k + 1, z);
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+                for (int q = 0; q < 4; ++q) out[q] = __fadd_rn(x[q], z[q]);
+            };
+            float lo[4], hi[4], t[4];
+            pair(0, lo);
+            pair(2, t);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) out[j][q] = __fadd_rn(x[j][q], z[j][q]);
-        };
-        float lo[4][4], hi[4][4], t[4][4];
-        pair(0, lo);
-        pair(2, t);
+            for (int q = 0; q < 4; ++q) lo[q] = __fadd_rn(lo[q], t[q]);
+            pair(4, hi);
+            pair(6, t);
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) lo[j][q] = __fadd_rn(lo[j][q], t[j][q]);
-        pair(4, hi);
-        pair(6, t);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(lo[j][q], __fadd_rn(hi[j][q], t[j][q]));
+            for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(v[j][q], __fadd_rn(lo[q], __fadd_rn(hi[q], t[q])));
+        }
     };
     mmq_tiles(w, y, rows, n, row_bytes, (nunits + U32_STEP - 1) / U32_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
@@ -2019,14 +2011,16 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
                 const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
-                v[j][q] = q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]);
-                v[j][2 + q] = q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]);
+                v[j][q] = __fadd_rn(v[j][q], q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]));
+                v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
-extern "C" __global__ void __launch_bounds__(128) mmq_q4_k(MMQ_ARGS) { mmq_k4<W_q4_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128) mmq_q5_k(MMQ_ARGS) { mmq_k4<W_q5_k>(MMQ_PASS); }
+// Four blocks a multiprocessor: ptxas then keeps these to 128 registers without spilling (130
+// unbounded, three blocks).
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { mmq_k4<W_q4_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { mmq_k4<W_q5_k>(MMQ_PASS); }
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.
@@ -2097,8 +2091,8 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
                 int imn0 = 0, imn1 = 0;
                 if constexpr (W::HAS_MIN != 0) mmq_mins16(wmn, yb, r0, r1, imn0, imn1);
                 const float yd = q8k_d(yb);
-                v[j][q] = W::value(d0, yd, isc[j][q], imn0);
-                v[j][2 + q] = W::value(d1, yd, isc[j][2 + q], imn1);
+                v[j][q] = __fadd_rn(v[j][q], W::value(d0, yd, isc[j][q], imn0));
+                v[j][2 + q] = __fadd_rn(v[j][2 + q], W::value(d1, yd, isc[j][2 + q], imn1));
             }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
