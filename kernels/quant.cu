@@ -1919,47 +1919,52 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
             ad[i] = make_float2(ldh(src), W::Q8_1 ? ldh(src + 2) : 0.0f);
         }
         __syncthreads();
-        // Token fragment j at a time (its 4 outputs a thread), unit k's value of them; the
-        // pairwise sums kept as they complete, so few registers are live.
+        // Unit k's values into uv; the pairwise sums kept as they complete (few registers).
+        auto unit_values = [&](int k, float (&uv)[4][4]) {
+            const bool valid = b * U32_STEP + k < nunits;
+            const u8* x0 = wq + r0 * MMQ_WQ + 32 * k + 4 * t4;
+            const u8* x1 = wq + r1 * MMQ_WQ + 32 * k + 4 * t4;
+            const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
+            const float2 dw0 = wd[r0 * U32_STEP + k], dw1 = wd[r1 * U32_STEP + k];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const u8* yb = aq + (8 * j + g) * MMQ_WQ + 4 * t4;
-            auto unit_value = [&](int k, float (&uv)[4]) {
-                const bool valid = b * U32_STEP + k < nunits;
-                const u8* x0 = wq + r0 * MMQ_WQ + 32 * k + 4 * t4;
-                const u8* x1 = wq + r1 * MMQ_WQ + 32 * k + 4 * t4;
-                const u32 a0 = lds32(x0), a1 = lds32(x1), a2 = lds32(x0 + 16), a3 = lds32(x1 + 16);
+            for (int j = 0; j < 4; ++j) {
+                const u8* yb = aq + (8 * j + g) * MMQ_WQ + 32 * k + 4 * t4;
                 int c[4], h[4] = {0, 0, 0, 0};
                 if constexpr (W::HALVES != 0) {
-                    mma_s8_16x8x16(c, a0, a1, lds32(yb + 32 * k));
-                    mma_s8_16x8x16(h, a2, a3, lds32(yb + 32 * k + 16));
+                    mma_s8_16x8x16(c, a0, a1, lds32(yb));
+                    mma_s8_16x8x16(h, a2, a3, lds32(yb + 16));
                 } else {
-                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb + 32 * k), lds32(yb + 32 * k + 16));
+                    mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
                 }
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    const float2 dw = wd[(q < 2 ? r0 : r1) * U32_STEP + k];
                     const float2 da = ad[(8 * j + 2 * t4 + (q & 1)) * U32_STEP + k];
-                    uv[q] = valid ? W::value(dw, make_int2(c[q], h[q]), da) : 0.0f;
+                    uv[j][q] = valid ? W::value(q < 2 ? dw0 : dw1, make_int2(c[q], h[q]), da) : 0.0f;
                 }
-            };
-            auto pair = [&](int k, float (&out)[4]) {
-                float x[4], z[4];
-                unit_value(k, x);
-                unit_value(k + 1, z);
+            }
+        };
+        auto pair = [&](int k, float (&out)[4][4]) {
+            float x[4][4], z[4][4];
+            unit_values(k, x);
+            unit_values(k + 1, z);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) out[q] = __fadd_rn(x[q], z[q]);
-            };
-            float lo[4], hi[4], t[4];
-            pair(0, lo);
-            pair(2, t);
+            for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) lo[q] = __fadd_rn(lo[q], t[q]);
-            pair(4, hi);
-            pair(6, t);
+                for (int q = 0; q < 4; ++q) out[j][q] = __fadd_rn(x[j][q], z[j][q]);
+        };
+        float lo[4][4], hi[4][4], t[4][4];
+        pair(0, lo);
+        pair(2, t);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(v[j][q], __fadd_rn(lo[q], __fadd_rn(hi[q], t[q])));
-        }
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) lo[j][q] = __fadd_rn(lo[j][q], t[j][q]);
+        pair(4, hi);
+        pair(6, t);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[j][q] = __fadd_rn(v[j][q], __fadd_rn(lo[j][q], __fadd_rn(hi[j][q], t[j][q])));
     };
     mmq_tiles(w, y, rows, n, row_bytes, (nunits + U32_STEP - 1) / U32_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
