@@ -57,11 +57,10 @@ fn expected() -> Vec<(String, Vec<u64>)> {
     t
 }
 
-#[test]
-fn synth_writes_glm5_geometry_that_loads_and_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("synth.gguf");
-    let o = glint(&[
+/// `glint synth PATH --dense 1 --moe 1 --experts E [--quant Q]`: the smallest file with both
+/// layer kinds.
+fn synth_small(path: &std::path::Path, experts: &str, quant: Option<&str>) -> std::process::Output {
+    let mut a = vec![
         "synth",
         path.to_str().unwrap(),
         "--dense",
@@ -69,8 +68,19 @@ fn synth_writes_glm5_geometry_that_loads_and_runs() {
         "--moe",
         "1",
         "--experts",
-        "8",
-    ]);
+        experts,
+    ];
+    if let Some(q) = quant {
+        a.extend(["--quant", q]);
+    }
+    glint(&a)
+}
+
+#[test]
+fn synth_writes_glm5_geometry_that_loads_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("synth.gguf");
+    let o = synth_small(&path, "8", None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let g = Gguf::open(&path).unwrap();
     let got: Vec<(String, Vec<u64>)> = g
@@ -158,18 +168,7 @@ fn synth_writes_random_blocks_for_grid_types_without_a_quantizer() {
     let dir = tempfile::tempdir().unwrap();
     for ty in ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s"] {
         let path = dir.path().join(format!("{ty}.gguf"));
-        let o = glint(&[
-            "synth",
-            path.to_str().unwrap(),
-            "--dense",
-            "1",
-            "--moe",
-            "1",
-            "--experts",
-            "2",
-            "--quant",
-            ty,
-        ]);
+        let o = synth_small(&path, "2", Some(ty));
         assert!(
             o.status.success(),
             "{ty}: {}",
