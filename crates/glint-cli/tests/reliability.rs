@@ -318,7 +318,8 @@ fn interrupting_a_write_removes_the_temporary() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("l.npy");
     let tokens = vec!["5"; 4096].join(",");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glint"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glint"));
+    child
         .args([
             "logits",
             "-m",
@@ -328,9 +329,18 @@ fn interrupting_a_write_removes_the_temporary() {
             "-o",
             s(&out),
         ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    // A shell runs background jobs with SIGINT ignored, and glint rightly keeps a signal the
+    // user ignored (nohup); the child gets the default action back, as from a terminal.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        child.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = child.spawn().unwrap();
     let t = Instant::now();
     while !names(dir.path()).iter().any(|n| n.contains(".glint-tmp-")) {
         assert!(
