@@ -16,6 +16,17 @@ typedef long long i64;
 
 #define NEG_INF (-__int_as_float(0x7f800000))
 
+// Programmatic dependent launch (crates/glint-cuda/src/launch.rs): the first statement of every
+// kernel. It waits until the kernel before it on the stream has finished and its writes are
+// visible (at once when launched without the attribute, or before sm_90), then lets the next
+// kernel's blocks be placed, so they wait on the GPU rather than behind a launch.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

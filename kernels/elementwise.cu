@@ -3,6 +3,7 @@
 // in f64 (norm statistics), so both backends round the same value once.
 
 extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, int dim, float eps) {
+    pdl_enter();
     __shared__ double sh[32];
     long long base = (long long)blockIdx.x * dim;
     double s = 0.0;
@@ -46,6 +47,7 @@ __device__ double block_sum_f64(double s, double* sh) {
 
 extern "C" __global__ void layer_norm(const float* x, const float* w, const float* b, float* y, int dim,
                                       float eps) {
+    pdl_enter();
     __shared__ double sh[33];
     long long base = (long long)blockIdx.x * dim;
     double s = 0.0;
@@ -66,6 +68,7 @@ extern "C" __global__ void layer_norm(const float* x, const float* w, const floa
 extern "C" __global__ void rope(float* x, const u32* positions, const float* inv_freq, int n_tokens,
                                 int n_heads, int head_dim, int offset, int n_rot, int mode,
                                 float attn_factor) {
+    pdl_enter();
     int half = n_rot / 2;
     long long total = (long long)n_tokens * n_heads * half;
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -84,6 +87,7 @@ extern "C" __global__ void rope(float* x, const u32* positions, const float* inv
 }
 
 extern "C" __global__ void silu_mul(const float* g, const float* u, float* out, long long n) {
+    pdl_enter();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float a = g[i];
@@ -92,17 +96,20 @@ extern "C" __global__ void silu_mul(const float* g, const float* u, float* out, 
 }
 
 extern "C" __global__ void add_inplace(float* a, const float* b, long long n) {
+    pdl_enter();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) a[i] += b[i];
 }
 
 extern "C" __global__ void scale_inplace(float* a, float s, long long n) {
+    pdl_enter();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) a[i] *= s;
 }
 
 extern "C" __global__ void copy2d(const float* src, long long src_off, long long src_stride, float* dst,
                                   long long dst_off, long long dst_stride, long long rows, long long cols) {
+    pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= rows * cols) return;
     long long r = id / cols, c = id % cols;
@@ -113,6 +120,7 @@ extern "C" __global__ void copy2d(const float* src, long long src_off, long long
 // caller's check; the device only stays memory safe).
 extern "C" __global__ void set_rows(const float* src, int dim, const u32* slots, long long n, float* dst,
                                     long long dst_rows) {
+    pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n * dim) return;
     long long i = id / dim, c = id % dim;
@@ -123,6 +131,7 @@ extern "C" __global__ void set_rows(const float* src, int dim, const u32* slots,
 // Row i of dst is row rows[i] of src; a row past src_rows reads as zeros.
 extern "C" __global__ void gather_rows(const float* src, int dim, const u32* rows, long long n,
                                        long long src_rows, float* dst) {
+    pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n * dim) return;
     long long i = id / dim, c = id % dim;
@@ -158,6 +167,7 @@ __device__ u8 f32_to_fp8(float x) {
 // One block per source row: row i of src [n × dim] is encoded into cache row slots[i].
 extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8* cache, long long rows,
                                           int dim, int ty) {
+    pdl_enter();
     __shared__ float sh[32];
     long long i = blockIdx.x;
     long long r = slots[i];
@@ -188,6 +198,7 @@ extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8
 // The first n_rows rows of the cache decoded to f32 (tests, debugging).
 extern "C" __global__ void cache_decode(const u8* cache, long long rows, int dim, int ty, long long n_rows,
                                         float* out) {
+    pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_rows * dim) return;
     CacheView c = {cache, rows, dim, ty};

@@ -24,6 +24,7 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
                                           long long n_table, const u32* token_seq, int max_blocks,
                                           int block_size, int n_heads, int d, int n_kv, int kt,
                                           float* out) {
+    pdl_enter();
     extern __shared__ float isc_sm[];
     int s = blockIdx.x;
     long long t0 = (long long)blockIdx.y * kt;
@@ -91,6 +92,7 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
 // index with key > T to ids[0 ..) and the first of those with key == T after them: a
 // deterministic set and order. Needs 1 ≤ k ≤ n.
 extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
+    pdl_enter();
     __shared__ u32 hist[256];
     __shared__ u32 sh_prefix, sh_remaining;
     __shared__ u32 warp_gt[32], warp_eq[32];

@@ -31,6 +31,7 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
                   int block_size, const u32* sel, int has_sel, int n_sel, int n_heads, int dk, int dv,
                   int n_kv, float scale, int G, int n_groups, int chunk, int splits, float* out,
                   float* part) {
+    pdl_enter();
     extern __shared__ float mla_sm[];
     const int tid = threadIdx.x, bd = blockDim.x;
     const int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;
@@ -237,6 +238,7 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
 // other a zero weight adds exactly nothing (the sum never holds −0), so skipping changes no bit.
 extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     mla_combine(const float* part, int n_heads, int dv, int G, int n_groups, int splits, float* out) {
+    pdl_enter();
     extern __shared__ float mlc_sm[];
     const int tid = threadIdx.x, bd = blockDim.x;
     const int warp = tid >> 5, lane = tid & 31, nw = bd >> 5;

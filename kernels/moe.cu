@@ -32,6 +32,7 @@ extern "C" __global__ void moe_route(const float* logits, const float* bias, int
                                      int n_expert, int n_used, int gating, int n_group,
                                      int n_group_used, int normalize, float scale, u32* ids,
                                      float* weights) {
+    pdl_enter();
     extern __shared__ unsigned long long route_sm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int t = blockIdx.x * ROUTE_WARPS + warp;
@@ -143,6 +144,7 @@ extern "C" __global__ void moe_route(const float* logits, const float* bias, int
 // out[t][j] = Σ_k w[t][k]·y[t][k][j], k in order. One thread per output value.
 extern "C" __global__ void moe_combine(const float* y, const float* w, int n_tokens, int n_used, int dim,
                                        float* out) {
+    pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long total = (long long)n_tokens * dim;
     if (id >= total) return;
@@ -159,6 +161,7 @@ extern "C" __global__ void moe_combine(const float* y, const float* w, int n_tok
 // [first, first + count) becomes id − first, any other becomes 0 with weight 0.
 extern "C" __global__ void moe_local_experts(unsigned int* ids, float* w, int len, unsigned int first,
                                              unsigned int count) {
+    pdl_enter();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len) return;
     unsigned int id = ids[i];

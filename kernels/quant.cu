@@ -1425,6 +1425,7 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
 extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
     mmid_group(const u32* __restrict__ ids, int n_pairs, int n_slices, u32* __restrict__ order,
                u32* __restrict__ tiles, float* __restrict__ y, int rows, int tile) {
+    pdl_enter();
     extern __shared__ int group_count[];
     __shared__ int warp_pairs[32], warp_tiles[32];
     const int tid = threadIdx.x, nth = blockDim.x, lane = tid & 31;
@@ -1565,23 +1566,23 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX, 1)                                    \
         matvec_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,   \
                       int cols, int rows, int n, long long act_stride, int ks, const u32* __restrict__ order, \
-                      const u32* __restrict__ tiles, int n_used, int x_per_slot) {                   \
+                      const u32* __restrict__ tiles, int n_used, int x_per_slot) { pdl_enter();                   \
         matvec_tiles<W>(w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot); \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         matvec1_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,  \
-                       int cols, int rows, int n, long long act_stride, int ks) {                    \
+                       int cols, int rows, int n, long long act_stride, int ks) { pdl_enter();                    \
         matvec<W, 1>(w, act, y, cols, rows, n, act_stride, ks);                                      \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         mmid_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
                     float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
-                    int x_per_slot, long long act_stride, int ks) {                                  \
+                    int x_per_slot, long long act_stride, int ks) { pdl_enter();                                  \
         mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks);  \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                                \
         get_rows_##name(const u8* __restrict__ w, const u32* __restrict__ ids, float* __restrict__ out, \
-                        int cols, long long total_rows, int n) {                                     \
+                        int cols, long long total_rows, int n) { pdl_enter();                                     \
         get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
     }
 
@@ -1839,6 +1840,7 @@ __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* _
 // (m16n8k16), scaled by the sub-block's scale and added (exact); the step value is
 // q6k_block_value of that sum.
 extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
+    pdl_enter();
     __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
     __shared__ __align__(16) i8 wsc[MMQ_BM * 16];
     __shared__ float wd[MMQ_BM];
@@ -2024,8 +2026,8 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
 }
 // Four blocks a multiprocessor: ptxas then keeps these to 128 registers without spilling (130
 // unbounded, three blocks).
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { mmq_k4<W_q4_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { mmq_k4<W_q5_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k>(MMQ_PASS); }
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.
@@ -2114,7 +2116,7 @@ __device__ __forceinline__ void mmq_for(MMQ_ARGS) {
     }
 }
 #define MMQ_STAGED(name, W) \
-    extern "C" __global__ void __launch_bounds__(128) mmq_##name(MMQ_ARGS) { mmq_for<W>(MMQ_PASS); }
+    extern "C" __global__ void __launch_bounds__(128) mmq_##name(MMQ_ARGS) { pdl_enter(); mmq_for<W>(MMQ_PASS); }
 MMQ_STAGED(q2_k, W_q2_k)
 MMQ_STAGED(q3_k, W_q3_k)
 MMQ_STAGED(iq2_xxs, W_iq2_xxs)
@@ -2170,10 +2172,12 @@ __device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, u8*
 }
 
 extern "C" __global__ void quantize_act_q8_0(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
     quantize_q8_x86<false>(x, out, nblocks);
 }
 
 extern "C" __global__ void quantize_act_q8_1(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
     quantize_q8_x86<true>(x, out, nblocks);
 }
 
@@ -2181,6 +2185,7 @@ extern "C" __global__ void quantize_act_q8_1(const float* __restrict__ x, u8* __
 // the scale comes from the first element of largest magnitude (-127 / max), ties to even,
 // bsums per 16; an all-zero block is all zero bytes.
 extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
     const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblocks) return;
     const int lane = threadIdx.x & 31;
@@ -2235,12 +2240,14 @@ extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __
 }
 
 extern "C" __global__ void quantize_act_f16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
+    pdl_enter();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __half_as_ushort(__float2half_rn(x[i]));
 }
 
 // ggml's GGML_FP32_TO_BF16: round to nearest even, NaNs kept quiet.
 extern "C" __global__ void quantize_act_bf16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
+    pdl_enter();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const u32 u = __float_as_uint(x[i]);

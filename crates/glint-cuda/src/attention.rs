@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use glint_core::error::need;
 use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, StepSizes};
 
@@ -234,7 +234,7 @@ pub(crate) fn indexer_scores(
         block_dim: (IDX_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&q.data)
         .arg(&w.data)
         .arg(&keys.data)
@@ -320,7 +320,7 @@ pub(crate) fn top_k(
         shared_mem_bytes: 0,
     };
     let (n_i, k_i) = (int(op, n)?, int(op, k)?);
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&x.data).arg(&n_i).arg(&k_i).arg(&mut ids.data);
     // SAFETY: argument types match the kernel; rows·n values are read, rows·k ids written.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
@@ -463,7 +463,7 @@ pub(crate) fn mla_attention(
         return Ok(());
     };
     {
-        let mut b = be.stream.launch_builder(&f);
+        let mut b = be.launch(&f);
         b.arg(&q.data)
             .arg(&cache.data)
             .arg(&krows)
@@ -500,7 +500,7 @@ pub(crate) fn mla_attention(
             block_dim: (MLA_THREADS as u32, 1, 1),
             shared_mem_bytes: (plan.g * (plan.splits + 1) * 4) as u32,
         };
-        let mut b = be.stream.launch_builder(&fc);
+        let mut b = be.launch(&fc);
         b.arg(&*part)
             .arg(&h_i)
             .arg(&dv_i)

@@ -33,6 +33,8 @@ pub struct CudaBackend {
     pub(crate) staging: Mutex<Option<crate::staging::Staging>>,
     pub(crate) quant: crate::quant::QuantState,
     pub(crate) attn: crate::attention::AttnState,
+    /// Launches carry the programmatic-dependent-launch attribute (launch.rs).
+    pub(crate) pdl: bool,
 }
 
 /// What is known of a step key: seen once (run eagerly, so every lazily loaded kernel and
@@ -127,6 +129,7 @@ impl CudaBackend {
             funcs: Mutex::new(HashMap::new()),
             graphs: graphs_default().then(|| Mutex::new(HashMap::new())),
             staging: Mutex::new(None),
+            pdl: crate::launch::pdl_default(major),
         })
     }
 
@@ -179,6 +182,11 @@ impl CudaBackend {
             best = best.max(2.0 * n as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
         Ok(best)
+    }
+
+    /// A launch of `f` on this backend's stream (launch.rs).
+    pub(crate) fn launch<'a>(&'a self, f: &'a CudaFunction) -> crate::launch::Launch<'a> {
+        crate::launch::Launch::new(self, f)
     }
 
     /// The kernel `name` of `fam`, looked up once.

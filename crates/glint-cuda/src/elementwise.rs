@@ -2,7 +2,6 @@
 //! Sizes are checked here, on the host, with the CPU backend's messages; the kernels trust them.
 #![allow(clippy::too_many_arguments)]
 
-use cudarc::driver::PushKernelArg;
 use glint_core::error::need;
 use glint_core::{CoreError, Result, RopeMode, RopeParams, Rows};
 
@@ -38,7 +37,7 @@ pub(crate) fn cache_set_rows(
     }
     let f = be.func(FAM, "cache_set_rows")?;
     let (rows, dim, ty) = (cache.rows as i64, int(op, cache.dim)?, cache.code());
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&src.data)
         .arg(&slots.data)
         .arg(&mut cache.data)
@@ -65,7 +64,7 @@ pub(crate) fn cache_download(be: &CudaBackend, cache: &CudaCache, out: &mut [f32
         cache.code(),
         n_rows as i64,
     );
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&cache.data)
         .arg(&rows)
         .arg(&d)
@@ -108,7 +107,7 @@ pub(crate) fn norm(
     match bias {
         None => {
             let f = be.func(FAM, "rms_norm")?;
-            let mut b = be.stream.launch_builder(&f);
+            let mut b = be.launch(&f);
             b.arg(&x.data)
                 .arg(&w.data)
                 .arg(&mut y.data)
@@ -118,7 +117,7 @@ pub(crate) fn norm(
         }
         Some(bb) => {
             let f = be.func(FAM, "layer_norm")?;
-            let mut b = be.stream.launch_builder(&f);
+            let mut b = be.launch(&f);
             b.arg(&x.data)
                 .arg(&w.data)
                 .arg(&bb.data)
@@ -169,7 +168,7 @@ pub(crate) fn rope(
             RopeMode::Neox => 1,
         },
     ];
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&mut x.data).arg(&positions.data).arg(&inv_freq.data);
     for a in &args {
         b.arg(a);
@@ -195,7 +194,7 @@ pub(crate) fn silu_mul(
     }
     let f = be.func(FAM, "silu_mul")?;
     let nn = n as i64;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&gate.data).arg(&up.data).arg(&mut out.data).arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
@@ -210,7 +209,7 @@ pub(crate) fn add(be: &CudaBackend, a: &mut CudaBuf, x: &CudaBuf, n: usize) -> R
     }
     let f = be.func(FAM, "add_inplace")?;
     let nn = n as i64;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&mut a.data).arg(&x.data).arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
@@ -224,7 +223,7 @@ pub(crate) fn scale(be: &CudaBackend, a: &mut CudaBuf, s: f32, n: usize) -> Resu
     }
     let f = be.func(FAM, "scale_inplace")?;
     let nn = n as i64;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&mut a.data).arg(&s).arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
@@ -254,7 +253,7 @@ pub(crate) fn copy2d(
         rows as i64,
         cols as i64,
     ];
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&src.data)
         .arg(&a[0])
         .arg(&a[1])
@@ -283,7 +282,7 @@ pub(crate) fn set_rows(
     }
     let f = be.func(FAM, "set_rows")?;
     let (d, nn, dst_rows) = (int(op, dim)?, n as i64, (dst.len / dim) as i64);
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&src.data)
         .arg(&d)
         .arg(&slots.data)
@@ -310,7 +309,7 @@ pub(crate) fn gather_rows(
     }
     let f = be.func(FAM, "gather_rows")?;
     let (d, nn, src_rows) = (int(op, dim)?, n as i64, (src.len / dim) as i64);
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&src.data)
         .arg(&d)
         .arg(&rows.data)

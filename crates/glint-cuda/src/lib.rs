@@ -13,6 +13,7 @@ mod buffers;
 pub mod compile;
 mod device;
 mod elementwise;
+mod launch;
 mod moe;
 mod quant;
 pub mod quant_tables;

@@ -8,7 +8,7 @@
 //! * `moe_local_experts`: expert parallelism's id remap, one thread per choice, so a step
 //!   with `--ep` can be recorded (the trait's default goes through the host).
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use glint_core::error::need;
 use glint_core::{CoreError, Gating, Result, RouterParams};
 
@@ -68,7 +68,7 @@ pub(crate) fn route(
     let normalize = i32::from(p.normalize);
     // Without a bias the kernel never reads it; any valid pointer will do.
     let bias_data = bias.map_or(&logits.data, |b| &b.data);
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&logits.data)
         .arg(bias_data)
         .arg(&has_bias)
@@ -111,7 +111,7 @@ pub(crate) fn combine(
     }
     let f = be.func(Family::Moe, "moe_combine")?;
     let (n, k, d) = (int(op, n_tokens)?, int(op, n_used)?, int(op, dim)?);
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&y.data)
         .arg(&weights.data)
         .arg(&n)
@@ -146,7 +146,7 @@ pub(crate) fn local_experts(
     }
     let f = be.func(Family::Moe, op)?;
     let len_i = int(op, len)?;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&mut ids.data)
         .arg(&mut weights.data)
         .arg(&len_i)

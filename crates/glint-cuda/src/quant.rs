@@ -11,7 +11,7 @@
 
 use std::sync::Mutex;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use glint_core::error::need;
 use glint_core::{CoreError, GgmlType, Result, StepSizes};
 
@@ -302,7 +302,7 @@ enum Act<'a> {
 
 impl<'a> Act<'a> {
     /// Passes the activation as the kernel's next argument.
-    fn push(&self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+    fn push(&self, b: &mut crate::launch::Launch<'a>) {
         match *self {
             Act::F32(s) => b.arg(s),
             Act::Quant(s) => b.arg(s),
@@ -341,7 +341,7 @@ fn activation<'a>(
     };
     let blocks_i = blocks as i64;
     let f = be.func(Family::Quant, kernel)?;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&x.data).arg(out).arg(&blocks_i);
     // SAFETY: the kernel reads `elems` floats of x (checked by the caller) and writes
     // `rows × stride` bytes of the scratch (just sized).
@@ -454,7 +454,7 @@ pub(crate) fn matmul(
         None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
     };
     let f = be.func(Family::Quant, name)?;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&w.data);
     act.push(&mut b);
     b.arg(&mut y.data)
@@ -513,7 +513,7 @@ pub(crate) fn mul_mat_id(
         let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
         let (mut order, mut tiles) = scratch.split_at_mut(pairs);
         let f = be.func(Family::Quant, "mmid_group")?;
-        let mut b = be.stream.launch_builder(&f);
+        let mut b = be.launch(&f);
         b.arg(&ids.data)
             .arg(&pairs_i)
             .arg(&slices_i)
@@ -533,7 +533,7 @@ pub(crate) fn mul_mat_id(
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
         let f = be.func(Family::Quant, mmq.unwrap_or(k.matvec))?;
-        let mut b = be.stream.launch_builder(&f);
+        let mut b = be.launch(&f);
         b.arg(&w.data);
         act.push(&mut b);
         b.arg(&mut y.data)
@@ -558,7 +558,7 @@ pub(crate) fn mul_mat_id(
         return Ok(());
     }
     let f = be.func(Family::Quant, k.mmid)?;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&w.data).arg(&ids.data);
     act.push(&mut b);
     b.arg(&mut y.data)
@@ -595,7 +595,7 @@ pub(crate) fn get_rows(
     // Rows of every slice, in slice-major order, like the CPU backend.
     let total = mul(OP, w.rows(), w.slices())? as i64;
     let f = be.func(Family::Quant, k.get_rows)?;
-    let mut b = be.stream.launch_builder(&f);
+    let mut b = be.launch(&f);
     b.arg(&w.data)
         .arg(&ids.data)
         .arg(&mut out.data)

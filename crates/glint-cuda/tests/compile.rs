@@ -33,6 +33,9 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
                             if fam == Family::Quant {
                                 quant_entries(arch, &all);
                             }
+                            if arch == "compute_90a" {
+                                every_entry_waits_for_its_predecessor(fam, &all);
+                            }
                         }
                         Err(e) => panic!("{arch}: {e}"),
                     }
@@ -41,6 +44,29 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
         }
     });
     small_families_compile_to_cubins(cache.path());
+}
+
+/// Every kernel is launched with programmatic dependent launch (src/launch.rs), so on Hopper
+/// each must wait for the kernel before it (`griddepcontrol.wait`, common.cuh's `pdl_enter`)
+/// before it touches memory; one without it would race its predecessor. Read off the PTX, so a
+/// kernel added without the call, or a wait the compiler dropped, fails here.
+fn every_entry_waits_for_its_predecessor(fam: Family, ptx: &str) {
+    let mut entries = 0;
+    for body in ptx.split(".entry ").skip(1) {
+        let name = body.split('(').next().unwrap_or("").trim();
+        let wait = body.find("griddepcontrol.wait");
+        let first_mem = ["ld.global", "st.global", "atom.global", "red.global"]
+            .iter()
+            .filter_map(|op| body.find(op))
+            .min();
+        assert!(
+            wait.is_some_and(|w| first_mem.is_none_or(|m| w < m)),
+            "{}: kernel {name} touches global memory before griddepcontrol.wait",
+            fam.file()
+        );
+        entries += 1;
+    }
+    assert!(entries > 0, "{}: no entries in the PTX", fam.file());
 }
 
 /// What `CudaBackend` loads on a GPU NVRTC knows: machine code, so the driver translates
