@@ -241,65 +241,32 @@ __device__ __forceinline__ float legacy_value(float2 dw, int s, float2 da, bool 
     return min ? __fadd_rn(v, __fmul_rn(dw.y, da.y)) : v;
 }
 
-struct W_q4_0 : Unit32<W_q4_0> {  // d f16, qs[16]
-    enum { QK = 32, TS = 18, NSUB = 1, Q8_1 = 0 };
+// Q4_0, Q4_1, Q5_0, Q5_1 — d f16, then m f16 (MIN), then the fifth bits as a u32 qh (FIFTH),
+// then qs[16]. Without a min the codes are centred (−8, −16); with one the partner is Q8_1
+// (d, s, qs) and the value gains m·s_a.
+template <int MIN, int FIFTH>
+struct Legacy : Unit32<Legacy<MIN, FIFTH>> {
+    enum { HEAD = 2 + 2 * MIN, QS = HEAD + 4 * FIFTH, QK = 32, TS = QS + 16, NSUB = 1, Q8_1 = MIN };
+    static constexpr int CENTRE = MIN ? 0 : (FIFTH ? 16 : 8);
     static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) {
-        nib_quants<2, 0, 0>(x, 0x08080808u, q);
+        nib_quants<QS, FIFTH, HEAD>(x, 0x01010101u * (u32)CENTRE, q);
     }
-    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
+    static __device__ __forceinline__ float2 wscale(const u8* x, int) {
+        return make_float2(ldh(x), MIN ? ldh(x + 2) : 0.0f);
+    }
     static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
-        return legacy_value(dw, s.x, da, false);
+        return legacy_value(dw, s.x, da, MIN);
     }
     static __device__ __forceinline__ float deq(const u8* x, int j) {
-        int q = j < 16 ? (x[2 + j] & 0x0f) : (x[2 + j - 16] >> 4);
-        return ldh(x) * (float)(q - 8);
+        int q = j < 16 ? (x[QS + j] & 0x0f) : (x[QS + j - 16] >> 4);
+        if (FIFTH) q |= (int)((ld32(x + HEAD) >> j) & 1) << 4;
+        return MIN ? __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2)) : ldh(x) * (float)(q - CENTRE);
     }
 };
-
-struct W_q4_1 : Unit32<W_q4_1> {  // d f16, m f16, qs[16]; partner Q8_1 (d, s, qs)
-    enum { QK = 32, TS = 20, NSUB = 1, Q8_1 = 1 };
-    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nib_quants<4, 0, 0>(x, 0u, q); }
-    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), ldh(x + 2)); }
-    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
-        return legacy_value(dw, s.x, da, true);
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int j) {
-        int q = j < 16 ? (x[4 + j] & 0x0f) : (x[4 + j - 16] >> 4);
-        return __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2));
-    }
-};
-
-struct W_q5_0 : Unit32<W_q5_0> {  // d f16, qh[4], qs[16]
-    enum { QK = 32, TS = 22, NSUB = 1, Q8_1 = 0 };
-    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) {
-        nib_quants<6, 1, 2>(x, 0x10101010u, q);
-    }
-    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), 0.0f); }
-    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
-        return legacy_value(dw, s.x, da, false);
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int j) {
-        const u32 qh = ld32(x + 2);
-        int lo = j < 16 ? (x[6 + j] & 0x0f) : (x[6 + j - 16] >> 4);
-        int q = (int)(lo | (((qh >> j) & 1) << 4)) - 16;
-        return ldh(x) * (float)q;
-    }
-};
-
-struct W_q5_1 : Unit32<W_q5_1> {  // d f16, m f16, qh[4], qs[16]; partner Q8_1
-    enum { QK = 32, TS = 24, NSUB = 1, Q8_1 = 1 };
-    static __device__ __forceinline__ void quants(const u8* x, int, u32 (&q)[8]) { nib_quants<8, 1, 4>(x, 0u, q); }
-    static __device__ __forceinline__ float2 wscale(const u8* x, int) { return make_float2(ldh(x), ldh(x + 2)); }
-    static __device__ __forceinline__ float value(float2 dw, int2 s, float2 da) {
-        return legacy_value(dw, s.x, da, true);
-    }
-    static __device__ __forceinline__ float deq(const u8* x, int j) {
-        const u32 qh = ld32(x + 4);
-        int lo = j < 16 ? (x[8 + j] & 0x0f) : (x[8 + j - 16] >> 4);
-        int q = (int)(lo | (((qh >> j) & 1) << 4));
-        return __fadd_rn(__fmul_rn(ldh(x), (float)q), ldh(x + 2));
-    }
-};
+typedef Legacy<0, 0> W_q4_0;
+typedef Legacy<1, 0> W_q4_1;
+typedef Legacy<0, 1> W_q5_0;
+typedef Legacy<1, 1> W_q5_1;
 
 // Q8_1 as a weight: glint-quant has no Q8_1 dot kernel, so the CPU backend decodes the row and
 // takes an f32 dot with the f32 activation; so does this (partner F32).
@@ -1972,28 +1939,81 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
               step);
 }
 
+// Asynchronous copies global → shared (sm_80+): the loads of the next step are in flight
+// while the current one computes. 16 bytes (both addresses 16-byte aligned) or 4.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *(u32*)dst = *(const u32*)src;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
 // Q4_K and Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W::quants: the
 // nibbles, and Q5_K's fifth bits, in element order) with its 8 scales and mins and (d, dmin);
 // an MMA per 32-element sub-block for Σ scale·(q·a) and one for Σ min·(Σ a) (mmq_sub32),
-// q4k_block_value of them.
+// q4k_block_value of them. Software-pipelined: step b + 1's weight blocks (raw, one buffer) and
+// activation blocks (two buffers, the MMAs read them in place) are copied asynchronously while
+// step b's MMAs run, so a step no longer waits on DRAM (Nsight: 42% of stalls were global-load
+// scoreboards when each step loaded its own). The arithmetic is the unpipelined kernel's.
 template <class W>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 raw[MMQ_BM * W::TS];
     __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
     __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
     __shared__ float2 wd[MMQ_BM];
-    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    __shared__ __align__(16) u8 as2[2][MMQ_BN * Q8_K_BYTES];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
+    // Step b's copies: the block's rows' block b (16-byte pieces; TS is a multiple of 16), and
+    // a warp per token its Q8_K block b (4-byte pieces: 292-byte blocks).
+    auto issue = [&](const u8* wt, int b, const int* xr) {
+        for (int i = tid; i < MMQ_BM * (W::TS / 16); i += 128) {
+            const int r = i / (W::TS / 16), c = i - r * (W::TS / 16);
+            cp_async16(raw + r * W::TS + 16 * c,
+                       wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c);
+        }
+        u8* as = as2[b & 1];
+        for (int t = warp; t < MMQ_BN; t += 4) {
+            const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES;
+            for (int c = lane; c < Q8_K_BYTES / 4; c += 32) cp_async4(as + t * Q8_K_BYTES + 4 * c, src + 4 * c);
+        }
+        cp_async_commit();
+    };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
-        __syncthreads();  // the previous step's readers are done (and x_row is written)
+        if (b == 0) {
+            __syncthreads();  // x_row is written; the previous tile's readers are done
+            issue(wt, 0, xr);
+        }
+        cp_async_wait_all();
+        __syncthreads();  // step b's copies are visible; step b - 1's MMAs are done with wq
         // One (row, unit u) a time: unit u's quants (elements 16h.. of sub-blocks 2p, 2p + 1)
         // and sub-block u's scale and min; unit 0 also d and dmin.
         for (int i = tid; i < MMQ_BM * 8; i += 128) {
             const int r = i >> 3, u = i & 7;
-            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS;
+            const u8* x = raw + r * W::TS;
             const uint4 hd = *(const uint4*)x;
             u32 lo[4], hi[4];
             W::quants(x, u, lo, hi);
@@ -2008,8 +2028,9 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 wd[r] = make_float2(__half2float(__ushort_as_half((u16)(hd.x & 0xffff))),
                                     __half2float(__ushort_as_half((u16)(hd.x >> 16))));
         }
-        stage_q8k(as, act, xr, act_stride, b);
-        __syncthreads();
+        __syncthreads();  // wq is staged and raw is free
+        if (b + 1 < nblocks) issue(wt, b + 1, xr);
+        const u8* as = as2[b & 1];
         int isc[4][4], imn[4][4];
         mmq_sub32<false, true>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
         const float2 d0 = wd[r0], d1 = wd[r1];
