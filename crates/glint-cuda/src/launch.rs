@@ -9,8 +9,8 @@
 //! every kernel is unchanged; only when it may start is.
 //!
 //! Every kernel launched through [`Launch`] must begin with `pdl_enter()`: one that read its
-//! inputs before the wait would race its predecessor (`every_kernel_enters_through_pdl` in
-//! tests/compile.rs checks the sources). Work not launched here (NCCL, copies) keeps the
+//! inputs before the wait would race its predecessor (`every_entry_waits_for_its_predecessor`
+//! in tests/compile.rs checks the compiled PTX). Work not launched here (NCCL, copies) keeps the
 //! stream's full ordering on both sides.
 
 use std::ffi::c_void;
