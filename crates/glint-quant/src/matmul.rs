@@ -189,6 +189,9 @@ unsafe impl Sync for OutPtr {}
 const ROW_TILE: usize = 16;
 /// Activation rows per tile when the batch is larger than one.
 const BATCH_TILE: usize = 32;
+/// Fewest activation rows that take a GEMM tile (its 16 token lanes) over the multi-token
+/// kernels. Measured on an AMD EPYC Zen 4, Q4_K 6144 x 2048 (docs/performance.md).
+const GEMM_MIN_SLOTS: usize = 4;
 
 /// How many rows a parallel task gets: about four tasks per thread (so an uneven thread still
 /// finishes close to the others), never fewer than 16 rows (a task must amortise its start).
@@ -215,9 +218,23 @@ pub(crate) unsafe fn dot_tile(
 ) {
     let rb = w.row_bytes();
     let row = |r: usize| &w.data[w_base + r * rb..w_base + (r + 1) * rb];
-    // Same family as `k` (both follow `dot::isa()`), so each token gets `k`'s bits.
-    let cols_k = dot::cols_kernel(w.ty);
     let act_row = |a: usize| &act[a * stride..(a + 1) * stride];
+    // Same family as `k` (both follow `dot::isa()`), so each token gets `k`'s bits.
+    if n_slots >= GEMM_MIN_SLOTS {
+        if let Some(g) = dot::gemm_kernel(w.ty) {
+            let rows = &w.data[w_base + r0 * rb..w_base + r1 * rb];
+            g(
+                w.cols,
+                rows,
+                r1 - r0,
+                &|i| act_row(slot(i).0),
+                n_slots,
+                &mut |r, i, v| *out.0.add(slot(i).1 * out_stride + r0 + r) = v,
+            );
+            return;
+        }
+    }
+    let cols_k = dot::cols_kernel(w.ty);
     // Row tiles outermost: each weight row is read from memory once per call and then served
     // from L1/L2 for every activation tile; the activations (a few KB per row) stay in L2.
     for rt in (r0..r1).step_by(ROW_TILE) {

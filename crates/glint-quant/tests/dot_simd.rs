@@ -269,6 +269,64 @@ fn cols_kernels_equal_single_token_bits() {
     eprintln!("{covered} (type, family) multi-token kernels checked");
 }
 
+/// A GEMM tile gives each (row, token) bit for bit what the single kernel of its family gives
+/// that pair alone, exactly once, for row and token counts that leave partial tiles (16 token
+/// lanes, 4-row groups, 16-row tiles) and activations with Q8_K's -128.
+#[test]
+fn gemm_kernels_equal_single_bits() {
+    let mut covered = 0;
+    for isa in Isa::all_available() {
+        for &ty in SIMD_TYPES {
+            let Some(g) = dot::gemm_kernel_for(ty, isa) else {
+                continue;
+            };
+            let single = dot::kernel_for(ty, isa).unwrap();
+            let partner = dot::partner_type(ty).unwrap();
+            for (rows, n_acts, blocks) in [
+                (1usize, 1usize, 1usize),
+                (3, 17, 2),
+                (18, 33, 1),
+                (5, 16, 3),
+                (37, 4, 2),
+            ] {
+                let n = 256 * blocks;
+                let mut rng = Rng::new((ty as u64) << 16 | (rows * 64 + n_acts) as u64);
+                let w = random_weights(ty, rows * n, &mut rng);
+                let acts: Vec<Vec<u8>> = (0..n_acts)
+                    .map(|i| {
+                        let mut x = random_activations(n, &mut rng);
+                        if i % 3 == 0 {
+                            // The largest magnitude negative quantizes to -128.
+                            x[i % n] = -1e3;
+                        }
+                        let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
+                        dot::quantize_activation(partner, &x, &mut act).unwrap();
+                        act
+                    })
+                    .collect();
+                let rb = w.len() / rows;
+                let mut got = vec![None; rows * n_acts];
+                g(n, &w, rows, &|i| &acts[i][..], n_acts, &mut |r, i, v| {
+                    assert!(got[r * n_acts + i].replace(v).is_none(), "({r}, {i}) twice");
+                });
+                for r in 0..rows {
+                    for (i, act) in acts.iter().enumerate() {
+                        let want = single(n, &w[r * rb..(r + 1) * rb], act);
+                        let v = got[r * n_acts + i].expect("every (row, token) written");
+                        assert_eq!(
+                            v.to_bits(),
+                            want.to_bits(),
+                            "{ty} {isa:?} rows {rows} acts {n_acts} blocks {blocks}: ({r}, {i}) {v} vs {want}"
+                        );
+                    }
+                }
+            }
+            covered += 1;
+        }
+    }
+    eprintln!("{covered} (type, family) GEMM tiles checked");
+}
+
 /// IQ1_S's SIMD kernel adds the reference's per-block float expression in block order, so its
 /// result must be the scalar reference's exact bits (activations include Q8_K's -128, which a
 /// `vpsignb` formulation would get wrong).

@@ -70,7 +70,7 @@ safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 
 /// Two 32-byte halves as one 64-byte vector.
 #[inline(always)]
-unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
+pub(super) unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
 }
 
@@ -229,7 +229,7 @@ unsafe fn k4_scale_vectors(sc: &[u8; 8], ctrl: &[__m512i; 4]) -> [__m512i; 4] {
 
 /// 32 packed nibble bytes as 64 codes: low nibbles in the low half, high nibbles in the high.
 #[inline(always)]
-unsafe fn nibbles64(p: *const u8, m4: __m512i) -> __m512i {
+pub(super) unsafe fn nibbles64(p: *const u8, m4: __m512i) -> __m512i {
     let v = _mm512_broadcast_i64x4(load256(p));
     _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF_0000, v, 4), m4)
 }
@@ -243,19 +243,11 @@ fn k4_ctrl() -> [__m512i; 4] {
 unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
     let ctrl = k4_ctrl();
-    let mut acc = _mm512_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
+    let mut acc = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 144), y.add(i * 292));
         prefetch_ahead(xb, 144);
-        let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
-        acc_min = _mm256_fmadd_ps(
-            dmin,
-            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
-            acc_min,
-        );
         let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
         for (j, scale) in scales.iter().enumerate() {
@@ -263,10 +255,21 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
             sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), *scale);
         }
-        let d = _mm512_set1_ps(yd * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+        let m = hsum_epi32(mins_bsums_v(&mn, yb.add(260)));
+        acc = k4_fold(acc, f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), m);
     }
-    _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
+    acc
+}
+
+/// The float steps of every AVX-512 Q4_K/Q5_K kernel, one block at a time: the block's exact
+/// integer sums `s` (scaled codes x activations) and `m` (mins x activation sums) are scaled and
+/// added to the row's running sum in block order. Fixing the float work to these two fused
+/// multiply-adds per block is what lets the one-token kernels, the multi-token ones and the
+/// GEMM tiles of `avx512_gemm` (whose lanes are tokens) return the same bits for a token.
+#[inline(always)]
+pub(super) unsafe fn k4_fold(acc: f32, yd: f32, xb: *const u8, s: i32, m: i32) -> f32 {
+    let acc = (f16_at(xb) * yd).mul_add(s as f32, acc);
+    (-f16_at(xb.add(2)) * yd).mul_add(m as f32, acc)
 }
 
 /// [`q4_k_impl`] (`Q5` false) or [`q5_k_impl`] for COLS activation rows at once: each weight
@@ -282,81 +285,64 @@ unsafe fn k4_cols_impl<const Q5: bool>(
     let bs = if Q5 { 176 } else { 144 };
     let m4 = _mm512_set1_epi8(0x0f);
     let ctrl = k4_ctrl();
-    let one = _mm512_set1_epi8(1);
-    let mut acc = [_mm512_setzero_ps(); COLS];
-    let mut acc_min = [_mm256_setzero_ps(); COLS];
+    let mut acc = [0.0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * bs);
         prefetch_ahead(xb, bs);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
         let scales = k4_scale_vectors(&sc, &ctrl);
         let w: [__m512i; 4] = if Q5 {
-            let qh = load256(xb.add(16));
-            let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
-            std::array::from_fn(|j| {
-                let h =
-                    _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
-                _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4))
-            })
+            std::array::from_fn(|j| q5_codes64(xb, j, m4))
         } else {
             std::array::from_fn(|j| nibbles64(xb.add(16 + 32 * j), m4))
         };
-        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
         for t in 0..COLS {
             let yb = y[t].add(i * 292);
-            let yd = f32_at(yb);
-            let dmin = _mm256_set1_ps(yd * wdmin);
-            acc_min[t] = _mm256_fmadd_ps(
-                dmin,
-                _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
-                acc_min[t],
-            );
             let mut sumi = _mm512_setzero_si512();
             for (j, scale) in scales.iter().enumerate() {
                 let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w[j], q8), *scale);
             }
-            let d = _mm512_set1_ps(yd * wd);
-            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc[t]);
+            let m = hsum_epi32(mins_bsums_v(&mn, yb.add(260)));
+            acc[t] = k4_fold(acc[t], f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), m);
         }
     }
-    for t in 0..COLS {
-        out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(acc_min[t]);
-    }
+    *out = acc;
+}
+
+/// Codes 64j..64j+64 of the Q5_K block at `xb` (0..31 each, in element order): four low bits
+/// from `qs`, the fifth from bit 2j (first 32) or 2j + 1 (last 32) of `qh`.
+#[inline(always)]
+pub(super) unsafe fn q5_codes64(xb: *const u8, j: usize, m4: __m512i) -> __m512i {
+    let qh = load256(xb.add(16));
+    let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
+    let h = _mm512_and_si512(
+        _mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)),
+        _mm512_set1_epi8(1),
+    );
+    _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4))
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
     let ctrl = k4_ctrl();
-    let one = _mm512_set1_epi8(1);
-    let mut acc = _mm512_setzero_ps();
-    let mut acc_min = _mm256_setzero_ps();
+    let mut acc = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 176), y.add(i * 292));
         prefetch_ahead(xb, 176);
-        let yd = f32_at(yb);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
-        acc_min = _mm256_fmadd_ps(
-            dmin,
-            _mm256_cvtepi32_ps(mins_bsums_v(&mn, yb.add(260))),
-            acc_min,
-        );
-        let qh = load256(xb.add(16));
-        let qh2 = join(qh, _mm256_srli_epi16(qh, 1));
         let scales = k4_scale_vectors(&sc, &ctrl);
         let mut sumi = _mm512_setzero_si512();
         for (j, scale) in scales.iter().enumerate() {
-            let h = _mm512_and_si512(_mm512_srl_epi16(qh2, _mm_cvtsi32_si128(2 * j as i32)), one);
-            let w = _mm512_or_si512(nibbles64(xb.add(48 + 32 * j), m4), _mm512_slli_epi16(h, 4));
             let q8 = _mm512_loadu_si512(yb.add(4 + 64 * j) as *const _);
+            let w = q5_codes64(xb, j, m4);
             sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(w, q8), *scale);
         }
-        let d = _mm512_set1_ps(yd * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+        let m = hsum_epi32(mins_bsums_v(&mn, yb.add(260)));
+        acc = k4_fold(acc, f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), m);
     }
-    _mm512_reduce_add_ps(acc) - hsum_ps(acc_min)
+    acc
 }
 
 /// `vpermw` indices picking, for each i16 lane of the Q6_K product vectors (half h, pair p: vector
@@ -409,15 +395,11 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m4 = _mm512_set1_epi8(0x0f);
     let m3 = _mm512_set1_epi8(3);
     let sel = q6k_scale_sel();
-    let mut acc = _mm512_setzero_ps();
-    let mut acc_bias = _mm256_setzero_ps();
+    let mut acc = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 210), y.add(i * 292));
         prefetch_ahead(xb, 210);
-        let d = f32_at(yb) * f16_at(xb.add(208));
         let sc = xb.add(192);
-        let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
-        acc_bias = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias);
         let sc16 =
             _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
         let mut sumi = _mm512_setzero_si512();
@@ -440,9 +422,18 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
                 sumi = _mm512_dpwssd_epi32(sumi, p16, s);
             }
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        let bias = hsum_epi32(scales_bsums_v(sc, yb.add(260)));
+        acc = q6_fold(acc, f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), bias);
     }
-    _mm512_reduce_add_ps(acc) - hsum_ps(acc_bias)
+    acc
+}
+
+/// The float step of every AVX-512 Q6_K kernel, per block and in block order: the exact
+/// integer `s - 32 * bias` (scaled codes x activations, less the codes' offset) times d x yd
+/// (see [`k4_fold`] for why it is fixed).
+#[inline(always)]
+pub(super) unsafe fn q6_fold(acc: f32, yd: f32, xb: *const u8, s: i32, bias: i32) -> f32 {
+    (yd * f16_at(xb.add(208))).mul_add((s - (bias << 5)) as f32, acc)
 }
 
 /// [`q6_k_impl`] for COLS activation rows: each block's 6-bit codes and scale vectors are
@@ -452,12 +443,10 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
     let m4 = _mm512_set1_epi8(0x0f);
     let m3 = _mm512_set1_epi8(3);
     let sel = q6k_scale_sel();
-    let mut acc = [_mm512_setzero_ps(); COLS];
-    let mut acc_bias = [_mm256_setzero_ps(); COLS];
+    let mut acc = [0.0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * 210);
         prefetch_ahead(xb, 210);
-        let wd = f16_at(xb.add(208));
         let sc = xb.add(192);
         let sc16 =
             _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
@@ -480,9 +469,6 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
         }
         for t in 0..COLS {
             let yb = y[t].add(i * 292);
-            let d = f32_at(yb) * wd;
-            let bias = _mm256_cvtepi32_ps(_mm256_slli_epi32(scales_bsums_v(sc, yb.add(260)), 5));
-            acc_bias[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), bias, acc_bias[t]);
             let mut sumi = _mm512_setzero_si512();
             for h in 0..2 {
                 for p in 0..2 {
@@ -491,12 +477,11 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
                     sumi = _mm512_dpwssd_epi32(sumi, p16, s[2 * h + p]);
                 }
             }
-            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[t]);
+            let bias = hsum_epi32(scales_bsums_v(sc, yb.add(260)));
+            acc[t] = q6_fold(acc[t], f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), bias);
         }
     }
-    for t in 0..COLS {
-        out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(acc_bias[t]);
-    }
+    *out = acc;
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]

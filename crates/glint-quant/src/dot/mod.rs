@@ -21,6 +21,8 @@ mod avx2_iq1;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+mod avx512_gemm;
+#[cfg(target_arch = "x86_64")]
 mod avx512_iq;
 mod f32_order;
 mod scalar_float;
@@ -76,6 +78,20 @@ pub const COLS: usize = 4;
 /// decoded again for each token: here it is decoded once for the [`COLS`]. Callers check
 /// lengths as for [`VecDotFn`].
 pub type VecDotColsFn = fn(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]);
+
+/// Many weight rows against many activation rows in register tiles (prefill, batched decode):
+/// `gemm(n, w, n_rows, act, n_acts, out)` calls `out(r, i, v)` once for every row `r` of the
+/// `n_rows` rows of `w` (back to back, `n` elements each) and every `i < n_acts`, with `v` the
+/// dot product of row `r` and `act(i)` bit for bit as the family's [`VecDotFn`] gives it (batch
+/// invariance). Panics if a row or an activation is not `n` elements long.
+pub type GemmFn = for<'a> fn(
+    n: usize,
+    w: &[u8],
+    n_rows: usize,
+    act: &dyn Fn(usize) -> &'a [u8],
+    n_acts: usize,
+    out: &mut dyn FnMut(usize, usize, f32),
+);
 
 /// Which instruction-set family the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -273,6 +289,31 @@ pub fn cols_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotColsFn> {
         let _ = ty;
         None
     }
+}
+
+/// The GEMM tile family `isa` has for `ty`, if any; it agrees bit for bit with
+/// [`kernel_for`]`(ty, isa)` on every (row, token).
+pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
+    if !isa.available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Avx512 => avx512_gemm::gemm_kernel(ty),
+            _ => None,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        None
+    }
+}
+
+/// The GEMM tile [`isa`] selects for `ty`, if it has one.
+pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
+    gemm_kernel_for(ty, isa())
 }
 
 /// The multi-token kernel [`isa`] selects for `ty`, if it has one.
