@@ -271,7 +271,7 @@ fn cols_kernels_equal_single_token_bits() {
 
 /// A GEMM tile gives each (row, token) bit for bit what the single kernel of its family gives
 /// that pair alone, exactly once, for row and token counts that leave partial tiles (16 token
-/// lanes, 4-row groups, 16-row tiles) and activations with Q8_K's -128.
+/// lanes, 4-row groups, 16-row tiles), odd block counts and activations with Q8_K's -128.
 #[test]
 fn gemm_kernels_equal_single_bits() {
     let mut covered = 0;
@@ -289,7 +289,7 @@ fn gemm_kernels_equal_single_bits() {
                 (5, 16, 3),
                 (37, 4, 2),
             ] {
-                let n = 256 * blocks;
+                let n = ty.block_size() * blocks;
                 let mut rng = Rng::new((ty as u64) << 16 | (rows * 64 + n_acts) as u64);
                 let w = random_weights(ty, rows * n, &mut rng);
                 let acts: Vec<Vec<u8>> = (0..n_acts)
@@ -349,5 +349,26 @@ fn iq1_s_equals_scalar_bits() {
                 "{isa:?} seed {seed}: {got} vs {scalar}"
             );
         }
+    }
+}
+
+/// AVX-512's Q8_0 kernels add each block's term in the scalar reference's order, so they give
+/// its bits exactly (odd block counts take the last block alone).
+#[test]
+fn q8_0_avx512_equals_scalar_bits() {
+    if !Isa::Avx512.available() {
+        return;
+    }
+    let ty = GgmlType::Q8_0;
+    for seed in 0..64u64 {
+        let mut rng = Rng::new(seed);
+        let n = 32 * (1 + seed as usize % 13);
+        let w = random_weights(ty, n, &mut rng);
+        let x = random_activations(n, &mut rng);
+        let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_0, n).unwrap()];
+        dot::quantize_activation(GgmlType::Q8_0, &x, &mut act).unwrap();
+        let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+        let got = dot::vec_dot_with(Isa::Avx512, ty, n, &w, &act).unwrap();
+        assert_eq!(got.to_bits(), scalar.to_bits(), "seed {seed}: {got} vs {scalar}");
     }
 }

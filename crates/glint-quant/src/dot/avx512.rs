@@ -82,9 +82,12 @@ unsafe fn dot_i8(x: __m512i, y: __m512i) -> __m512i {
     _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sy)
 }
 
+/// Q8_0 in the scalar reference's float order (`sum += s * (dw * da)` per block, in block
+/// order), two blocks per vector: the integer dots are exact, so every AVX-512 Q8_0 path (one
+/// token, several, the GEMM tiles of `avx512_gemm`) gives the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm512_setzero_ps();
+    let mut sum = 0.0f32;
     let mut i = 0;
     while i + 2 <= nb {
         let (xa, ya, xb, yb) = (
@@ -96,11 +99,10 @@ unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         prefetch_ahead(xa, 68);
         let qx = join(load256(xa.add(2)), load256(xb.add(2)));
         let qy = join(load256(ya.add(2)), load256(yb.add(2)));
-        let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8(qx, qy)), acc);
+        let p = dot_i8(qx, qy);
+        sum = q8_0_fold(sum, p, [xa, ya, xb, yb]);
         i += 2;
     }
-    let mut sum = _mm512_reduce_add_ps(acc);
     if i < nb {
         sum += super::scalar_legacy::dot_q8_0(
             32,
@@ -111,38 +113,44 @@ unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     sum
 }
 
+/// Adds two blocks' terms, `p`'s low and high eight lanes, in block order.
+#[inline(always)]
+unsafe fn q8_0_fold(sum: f32, p: __m512i, [xa, ya, xb, yb]: [*const u8; 4]) -> f32 {
+    let sa = hsum_epi32(_mm512_castsi512_si256(p));
+    let sb = hsum_epi32(_mm512_extracti64x4_epi64(p, 1));
+    let sum = sum + sa as f32 * (f16_at(xa) * f16_at(ya));
+    sum + sb as f32 * (f16_at(xb) * f16_at(yb))
+}
+
 /// [`q8_0_impl`] for COLS activation rows: each pair of weight blocks is loaded and its signs
-/// taken once, then every token runs `q8_0_impl`'s operations on its own accumulator.
+/// taken once, then every token runs `q8_0_impl`'s operations on its own sum.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q8_0_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
-    let mut acc = [_mm512_setzero_ps(); COLS];
+    let mut sum = [0.0f32; COLS];
     let mut i = 0;
     while i + 2 <= nb {
         let (xa, xb) = (x.add(i * 34), x.add(i * 34 + 34));
         prefetch_ahead(xa, 68);
         let qx = join(load256(xa.add(2)), load256(xb.add(2)));
         let (neg, ax) = (_mm512_movepi8_mask(qx), _mm512_abs_epi8(qx));
-        let (da, db) = (f16_at(xa), f16_at(xb));
         for t in 0..COLS {
             let (ya, yb) = (y[t].add(i * 34), y[t].add(i * 34 + 34));
             let qy = join(load256(ya.add(2)), load256(yb.add(2)));
-            let d = join_ps(da * f16_at(ya), db * f16_at(yb));
             let sy = _mm512_mask_sub_epi8(qy, neg, _mm512_setzero_si512(), qy);
             let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
-            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
+            sum[t] = q8_0_fold(sum[t], p, [xa, ya, xb, yb]);
         }
         i += 2;
     }
     for t in 0..COLS {
-        let mut sum = _mm512_reduce_add_ps(acc[t]);
         if i < nb {
-            sum += super::scalar_legacy::dot_q8_0(
+            sum[t] += super::scalar_legacy::dot_q8_0(
                 32,
                 std::slice::from_raw_parts(x.add(i * 34), 34),
                 std::slice::from_raw_parts(y[t].add(i * 34), 34),
             );
         }
-        out[t] = sum;
+        out[t] = sum[t];
     }
 }
 

@@ -48,17 +48,80 @@ const BS16_AT: usize = BS32_AT + 4 * 64;
 /// and d.
 const META: usize = 32;
 
+/// One weight format's tile: how its blocks and its partner's are laid out, and its kernels.
+struct Fmt {
+    ty: GgmlType,
+    /// Elements per block (the partner's blocks are cut to the same size).
+    qk: usize,
+    /// Bytes of one partner (activation) block.
+    act_block: usize,
+    /// Packed bytes of one block of a token tile.
+    packed: usize,
+    /// Decoded code bytes of one row-block, or 0 when the kernel reads the codes in place.
+    codes: usize,
+    /// i32 block constants of one row-block.
+    meta: usize,
+    pack: fn(nb: usize, lanes: &[&[u8]], tile: &mut [u8]),
+    decode: unsafe fn(nb: usize, row: *const u8, codes: &mut [u8], meta: &mut [i32]),
+    kernel: Kernel,
+}
+
+type Kernel = unsafe fn(
+    nb: usize,
+    codes: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[f32; TOK]; R],
+);
+
+static Q4_K: Fmt = Fmt {
+    ty: GgmlType::Q4_K,
+    qk: 256,
+    act_block: Q8K,
+    packed: ACT_BLOCK,
+    codes: 256,
+    meta: META,
+    pack: pack_tile,
+    decode: decode_row::<false>,
+    kernel: tile_kernel,
+};
+static Q5_K: Fmt = Fmt {
+    ty: GgmlType::Q5_K,
+    decode: decode_row::<true>,
+    ..Q4_K
+};
+static Q6_K: Fmt = Fmt {
+    ty: GgmlType::Q6_K,
+    decode: decode_row_q6,
+    kernel: tile_kernel_q6,
+    ..Q4_K
+};
+static Q8_0: Fmt = Fmt {
+    ty: GgmlType::Q8_0,
+    qk: 32,
+    act_block: 34,
+    packed: Q8_0_PACKED,
+    codes: 0,
+    meta: 2,
+    pack: pack_tile_q8_0,
+    decode: decode_row_q8_0,
+    kernel: tile_kernel_q8_0,
+};
+
 /// The GEMM tile for `ty`, if there is one (the caller has checked the CPU has the family).
 pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
     match ty {
         GgmlType::Q4_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(GgmlType::Q4_K, n, w, rows, act, n_acts, out))
+            Some(|n, w, rows, act, n_acts, out| gemm(&Q4_K, n, w, rows, act, n_acts, out))
         }
         GgmlType::Q5_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(GgmlType::Q5_K, n, w, rows, act, n_acts, out))
+            Some(|n, w, rows, act, n_acts, out| gemm(&Q5_K, n, w, rows, act, n_acts, out))
         }
         GgmlType::Q6_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(GgmlType::Q6_K, n, w, rows, act, n_acts, out))
+            Some(|n, w, rows, act, n_acts, out| gemm(&Q6_K, n, w, rows, act, n_acts, out))
+        }
+        GgmlType::Q8_0 => {
+            Some(|n, w, rows, act, n_acts, out| gemm(&Q8_0, n, w, rows, act, n_acts, out))
         }
         _ => None,
     }
@@ -68,9 +131,9 @@ pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
 struct Scratch {
     /// Packed token tiles, `u64` storage for alignment.
     act: Vec<u64>,
-    /// Decoded codes of a row tile: `ROW_TILE` rows of `nb * 256` bytes.
+    /// Decoded codes of a row tile: `ROW_TILE` rows of `nb * codes` bytes.
     codes: Vec<u64>,
-    /// Block constants of a row tile: `ROW_TILE` rows of `nb * META` i32.
+    /// Block constants of a row tile: `ROW_TILE` rows of `nb * meta` i32.
     meta: Vec<i32>,
 }
 
@@ -79,12 +142,13 @@ thread_local! {
 }
 
 /// `out(r, i, w_r . act(i))` for the `n_rows` rows of `w` (back to back, `n` elements each)
-/// and the `n_acts` Q8_K rows `act(i)`. Each value is bit for bit the AVX-512 one-token kernel's.
+/// and the `n_acts` partner rows `act(i)`. Each value is bit for bit the AVX-512 one-token
+/// kernel's.
 ///
 /// # Panics
 /// If a row or activation is not `n` elements long.
 fn gemm<'a>(
-    ty: GgmlType,
+    f: &Fmt,
     n: usize,
     w: &[u8],
     n_rows: usize,
@@ -92,68 +156,66 @@ fn gemm<'a>(
     n_acts: usize,
     out: &mut dyn FnMut(usize, usize, f32),
 ) {
-    assert!(n.is_multiple_of(256), "{ty} tile, n {n}");
-    let nb = n / 256;
+    let ty = f.ty;
+    assert!(n.is_multiple_of(f.qk), "{ty} tile, n {n}");
+    let nb = n / f.qk;
     let rb = nb * ty.type_size();
     assert_eq!(w.len(), n_rows * rb, "{ty} tile weight bytes");
     let n_tiles = n_acts.div_ceil(TOK);
+    let tile_bytes = nb * f.packed;
+    let (row_codes, row_meta) = (nb * f.codes, nb * f.meta);
     SCRATCH.with_borrow_mut(|s| {
-        grow(&mut s.act, n_tiles * nb * ACT_BLOCK);
-        grow(&mut s.codes, ROW_TILE * nb * 256);
-        s.meta.resize(s.meta.len().max(ROW_TILE * nb * META), 0);
+        grow(&mut s.act, n_tiles * tile_bytes);
+        grow(&mut s.codes, ROW_TILE * row_codes);
+        s.meta.resize(s.meta.len().max(ROW_TILE * row_meta), 0);
         let packed = bytemuck::cast_slice_mut::<u64, u8>(&mut s.act);
         for t in 0..n_tiles {
-            let tile = &mut packed[t * nb * ACT_BLOCK..(t + 1) * nb * ACT_BLOCK];
+            let tile = &mut packed[t * tile_bytes..(t + 1) * tile_bytes];
             let mut lanes: [&[u8]; TOK] = [&[]; TOK];
             let valid = TOK.min(n_acts - t * TOK);
             for (j, lane) in lanes.iter_mut().enumerate().take(valid) {
                 *lane = act(t * TOK + j);
                 assert_eq!(
                     lane.len(),
-                    nb * Q8K,
-                    "Q8_K activation {} bytes",
+                    nb * f.act_block,
+                    "{ty} tile: activation {} bytes",
                     t * TOK + j
                 );
             }
-            pack_tile(nb, &lanes[..valid], tile);
+            (f.pack)(nb, &lanes[..valid], tile);
         }
         let codes = bytemuck::cast_slice_mut::<u64, u8>(&mut s.codes);
         for r0 in (0..n_rows).step_by(ROW_TILE) {
             let rows = ROW_TILE.min(n_rows - r0);
             for r in 0..rows {
                 let row = &w[(r0 + r) * rb..(r0 + r + 1) * rb];
-                let c = &mut codes[r * nb * 256..(r + 1) * nb * 256];
-                let m = &mut s.meta[r * nb * META..(r + 1) * nb * META];
+                let c = &mut codes[r * row_codes..(r + 1) * row_codes];
+                let m = &mut s.meta[r * row_meta..(r + 1) * row_meta];
                 // SAFETY: `row` is nb blocks of `ty`, `c` and `m` hold nb blocks' worth; the
                 // AVX-512 family (F/BW/VNNI) is what selected this path.
-                unsafe {
-                    match ty {
-                        GgmlType::Q6_K => decode_row_q6(nb, row.as_ptr(), c, m),
-                        _ => decode_row(ty == GgmlType::Q5_K, nb, row.as_ptr(), c, m),
-                    }
-                };
+                unsafe { (f.decode)(nb, row.as_ptr(), c, m) };
             }
+            let code_ptr = |r: usize| {
+                if f.codes == 0 {
+                    w[(r0 + r) * rb..].as_ptr()
+                } else {
+                    codes[r * row_codes..].as_ptr()
+                }
+            };
             for t in 0..n_tiles {
-                let tile = &packed[t * nb * ACT_BLOCK..(t + 1) * nb * ACT_BLOCK];
+                let tile = &packed[t * tile_bytes..(t + 1) * tile_bytes];
                 let valid = TOK.min(n_acts - t * TOK);
                 let mut r = 0;
                 while r < rows {
                     let take = R.min(rows - r);
                     let mut res = [[0f32; TOK]; R];
-                    let cp: [*const u8; R] =
-                        std::array::from_fn(|k| codes[(r + k.min(take - 1)) * nb * 256..].as_ptr());
+                    let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
                     let mp: [*const i32; R] = std::array::from_fn(|k| {
-                        s.meta[(r + k.min(take - 1)) * nb * META..].as_ptr()
+                        s.meta[(r + k.min(take - 1)) * row_meta..].as_ptr()
                     });
                     // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
                     // valid row, whose results are dropped); the tile holds nb packed blocks.
-                    unsafe {
-                        if ty == GgmlType::Q6_K {
-                            tile_kernel_q6(nb, cp, mp, tile.as_ptr(), &mut res)
-                        } else {
-                            tile_kernel(nb, cp, mp, tile.as_ptr(), &mut res)
-                        }
-                    };
+                    unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
                     for (k, lane) in res.iter().enumerate().take(take) {
                         for (j, &v) in lane.iter().enumerate().take(valid) {
                             out(r0 + r + k, t * TOK + j, v);
@@ -203,10 +265,11 @@ fn pack_tile(nb: usize, lanes: &[&[u8]], tile: &mut [u8]) {
     }
 }
 
-/// One weight row to element-order codes (`nb * 256` bytes) and per-block constants.
+/// One Q4_K (`Q5` false) or Q5_K row to element-order codes (`nb * 256` bytes) and per-block
+/// constants.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn decode_row(q5: bool, nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
-    let bs = if q5 { 176 } else { 144 };
+unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
+    let (q5, bs) = (Q5, if Q5 { 176 } else { 144 });
     let m4 = _mm512_set1_epi8(0x0f);
     for b in 0..nb {
         let xb = x.add(b * bs);
@@ -390,6 +453,74 @@ unsafe fn tile_kernel_q6(
             let t = _mm512_sub_epi32(t, _mm512_slli_epi32(bias[r], 5));
             let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(25) as u32)), yd);
             acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r]);
+        }
+    }
+    for r in 0..R {
+        _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
+    }
+}
+
+/// Packed bytes of one Q8_0 block of a token tile: 8 dword vectors of `q + 128`, the scales.
+const Q8_0_PACKED: usize = 8 * 64 + 64;
+
+/// [`pack_tile`] for Q8_0 activations (32-element blocks, f16 scale first).
+fn pack_tile_q8_0(nb: usize, lanes: &[&[u8]], tile: &mut [u8]) {
+    tile.fill(0);
+    for (t, a) in lanes.iter().enumerate() {
+        for b in 0..nb {
+            let src = &a[b * 34..(b + 1) * 34];
+            let dst = &mut tile[b * Q8_0_PACKED..(b + 1) * Q8_0_PACKED];
+            for q in 0..8 {
+                let v = u32::from_le_bytes(src[2 + 4 * q..6 + 4 * q].try_into().unwrap());
+                let o = (q * TOK + t) * 4;
+                dst[o..o + 4].copy_from_slice(&(v ^ 0x8080_8080).to_le_bytes());
+            }
+            let d = half::f16::from_le_bytes([src[0], src[1]]).to_f32();
+            dst[512 + 4 * t..516 + 4 * t].copy_from_slice(&d.to_le_bytes());
+        }
+    }
+}
+
+/// Q8_0's block constants: the correction `128 * sum(codes)` and d. The codes are read in
+/// place, already signed bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn decode_row_q8_0(nb: usize, x: *const u8, _codes: &mut [u8], meta: &mut [i32]) {
+    for b in 0..nb {
+        let xb = x.add(b * 34);
+        let q = std::slice::from_raw_parts(xb.add(2) as *const i8, 32);
+        meta[2 * b] = 128 * q.iter().map(|&v| v as i32).sum::<i32>();
+        meta[2 * b + 1] = f16_at(xb).to_bits() as i32;
+    }
+}
+
+/// [`tile_kernel`] for Q8_0 rows read in place: per block the exact integer dot, then the
+/// scalar reference's float steps (`sum += s * (dw * da)`, block order).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn tile_kernel_q8_0(
+    nb: usize,
+    rows: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[f32; TOK]; R],
+) {
+    let z = _mm512_setzero_si512();
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in 0..nb {
+        let ab = tile.add(b * Q8_0_PACKED);
+        let mut p = [z; R];
+        for k in 0..8 {
+            let a = _mm512_loadu_si512(ab.add(64 * k) as *const _);
+            for r in 0..R {
+                let wc = (rows[r].add(b * 34 + 2 + 4 * k) as *const i32).read_unaligned();
+                p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
+            }
+        }
+        let da = _mm512_loadu_ps(ab.add(512) as *const f32);
+        for r in 0..R {
+            let mb = meta[r].add(2 * b);
+            let t = _mm512_sub_epi32(p[r], _mm512_set1_epi32(*mb));
+            let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(t), d));
         }
     }
     for r in 0..R {
