@@ -5,7 +5,8 @@ docs/performance.md ("Tiny GLM-5 end to end: glint vs llama.cpp").
 llama.cpp here is the one PyPI llama-cpp-python==0.3.36 builds from source (see
 fixtures/make_llamacpp_refs.py for the venv). Settings mirror `glint generate`: 2 threads, F32
 KV caches (glint's cache is f32), greedy decode that ignores end-of-generation, one prefill batch.
-The token ids come from `glint tokenize` so both engines see the same prompt.
+The token ids come from `glint tokenize` so both engines see the same prompt. One untimed
+prefill of the same prompt runs first.
 
     target/release/glint tokenize -m MODEL -p "$P" > /tmp/ids.txt
     /tmp/llvenv/bin/python benches/llamacpp_tiny.py MODEL /tmp/ids.txt 256
@@ -26,6 +27,9 @@ def main() -> None:
     m = Llama(path, n_ctx=len(ids) + n_new + 8, n_threads=2, n_threads_batch=2,
               n_batch=4096, n_ubatch=4096, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
               verbose=False)
+    # Warm-up prefill, untimed (llama-bench runs one too; `glint bench` warms up the same way):
+    # the compute buffers and KV pages are touched before the timed run.
+    m.eval(ids)
     m.reset()
     t0 = time.perf_counter()
     m.eval(ids)
