@@ -2,9 +2,13 @@
 //! same weights and a streaming-read bandwidth probe over a buffer of the same size, at 1 and 2
 //! threads (dedicated rayon pools).
 //!
+//! `GLINT_BENCH_BATCH` above 1 benchmarks the batched product instead (prefill, batched decode:
+//! activation rows x weights), in multiply-adds per second next to candle's on the same batch.
+//!
 //! `cargo bench --bench quant`; environment knobs (defaults in brackets):
 //! `GLINT_BENCH_SIZES` [`4096x4096,32768x8192`] rows x cols, `GLINT_BENCH_TYPES`
-//! [`Q4_K,Q6_K,Q8_0,IQ2_XXS,IQ4_XS`], `GLINT_BENCH_THREADS` [`1,2`], `GLINT_BENCH_SECS` [`3`].
+//! [`Q4_K,Q6_K,Q8_0,IQ2_XXS,IQ4_XS`], `GLINT_BENCH_THREADS` [`1,2`], `GLINT_BENCH_SECS` [`3`],
+//! `GLINT_BENCH_BATCH` [`1`] (comma-separated batch sizes).
 //! Weights are random valid blocks (random quant bits, finite f16 scales), not quantized floats:
 //! the kernels' speed does not depend on the values and this keeps 256M-element setups fast.
 
@@ -120,8 +124,18 @@ fn bench(c: &mut Criterion) {
                 .expect("thread pool")
         })
         .collect();
+    let batches: Vec<usize> = env_list("GLINT_BENCH_BATCH", "1")
+        .iter()
+        .map(|s| s.parse().expect("batch"))
+        .collect();
     eprintln!("kernel family: {:?}", glint_quant::dot::isa());
     for (rows, cols) in sizes() {
+        for &batch in batches.iter().filter(|&&b| b > 1) {
+            batched(c, (rows, cols), batch, &types, &pools, &threads, secs);
+        }
+        if !batches.contains(&1) {
+            continue;
+        }
         let x: Vec<f32> = (0..cols)
             .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
             .collect();
@@ -172,6 +186,54 @@ fn bench(c: &mut Criterion) {
             }
             group.finish();
         }
+    }
+}
+
+/// Batch `batch` through `rows x cols` weights of each type: glint's matmul and candle's, in
+/// multiply-adds (rows x cols x batch) per second.
+fn batched(
+    c: &mut Criterion,
+    (rows, cols): (usize, usize),
+    batch: usize,
+    types: &[GgmlType],
+    pools: &[rayon::ThreadPool],
+    threads: &[usize],
+    secs: u64,
+) {
+    let x: Vec<f32> = (0..batch * cols)
+        .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    for &ty in types {
+        let w = random_weights(ty, rows, cols);
+        let qw = QWeight::new(ty, cols, rows, &w).expect("weights");
+        let candle = candle_dtype(ty).map(|dt| {
+            let qt =
+                qtensor_from_ggml(dt, &w, vec![rows, cols], &Device::Cpu).expect("candle qtensor");
+            let qm = QMatMul::from_qtensor(qt).expect("candle qmatmul");
+            let xt = Tensor::from_vec(x.clone(), (batch, cols), &Device::Cpu).expect("tensor");
+            (qm, xt)
+        });
+        let mut group = c.benchmark_group(format!("matmul_{rows}x{cols}_{ty}_b{batch}"));
+        group.throughput(Throughput::Elements((rows * cols * batch) as u64));
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_millis(700));
+        group.measurement_time(Duration::from_secs(secs));
+        let mut y = vec![0f32; rows * batch];
+        let mut scratch = MatmulScratch::new();
+        for (pool, &t) in pools.iter().zip(threads) {
+            group.bench_function(BenchmarkId::new("glint", t), |b| {
+                b.iter(|| {
+                    pool.install(|| matmul(&qw, &x, batch, &mut y, &mut scratch))
+                        .expect("matmul")
+                })
+            });
+            if let Some((qm, xt)) = &candle {
+                group.bench_function(BenchmarkId::new("candle", t), |b| {
+                    b.iter(|| pool.install(|| qm.forward(xt)).expect("candle forward"))
+                });
+            }
+        }
+        group.finish();
     }
 }
 

@@ -229,7 +229,14 @@ pub(crate) unsafe fn dot_tile(
                 r1 - r0,
                 &|i| act_row(slot(i).0),
                 n_slots,
-                &mut |r, i, v| *out.0.add(slot(i).1 * out_stride + r0 + r) = v,
+                &mut |r, i0, vals, lanes| {
+                    for j in 0..lanes {
+                        let o = slot(i0 + j).1 * out_stride + r0 + r;
+                        for (k, v) in vals.iter().enumerate() {
+                            *out.0.add(o + k) = v[j];
+                        }
+                    }
+                },
             );
             return;
         }

@@ -306,9 +306,24 @@ fn gemm_kernels_equal_single_bits() {
                     .collect();
                 let rb = w.len() / rows;
                 let mut got = vec![None; rows * n_acts];
-                g(n, &w, rows, &|i| &acts[i][..], n_acts, &mut |r, i, v| {
-                    assert!(got[r * n_acts + i].replace(v).is_none(), "({r}, {i}) twice");
-                });
+                g(
+                    n,
+                    &w,
+                    rows,
+                    &|i| &acts[i][..],
+                    n_acts,
+                    &mut |r0, i0, vals, lanes| {
+                        for (k, lane) in vals.iter().enumerate() {
+                            for (j, &v) in lane.iter().enumerate().take(lanes) {
+                                let (r, i) = (r0 + k, i0 + j);
+                                assert!(
+                                    got[r * n_acts + i].replace(v).is_none(),
+                                    "({r}, {i}) twice"
+                                );
+                            }
+                        }
+                    },
+                );
                 for r in 0..rows {
                     for (i, act) in acts.iter().enumerate() {
                         let want = single(n, &w[r * rb..(r + 1) * rb], act);
@@ -369,6 +384,10 @@ fn q8_0_avx512_equals_scalar_bits() {
         dot::quantize_activation(GgmlType::Q8_0, &x, &mut act).unwrap();
         let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
         let got = dot::vec_dot_with(Isa::Avx512, ty, n, &w, &act).unwrap();
-        assert_eq!(got.to_bits(), scalar.to_bits(), "seed {seed}: {got} vs {scalar}");
+        assert_eq!(
+            got.to_bits(),
+            scalar.to_bits(),
+            "seed {seed}: {got} vs {scalar}"
+        );
     }
 }

@@ -92,7 +92,7 @@ fn q8_x86_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     let mut sum = 0i32;
     for (q, v) in qs.iter_mut().zip(x) {
         // cvtps_epi32 of an already-rounded value, then saturating packs to i8.
-        let r = (v * id).round_ties_even();
+        let r = round_even_small(v * id);
         let i = if r.is_nan() { i32::MIN } else { r as i32 };
         sum = sum.wrapping_add(i);
         *q = i.clamp(-128, 127) as i8 as u8;
@@ -120,7 +120,7 @@ fn q8_k_block(x: &[f32], out: &mut [u8]) {
     let iscale = -127.0 / max;
     let (qs, bsums) = out[4..].split_at_mut(256);
     for (q, &v) in qs.iter_mut().zip(x) {
-        let r = (iscale * v).round_ties_even() as i32;
+        let r = round_even_small(iscale * v) as i32;
         *q = r.min(127) as i8 as u8;
     }
     for (j, b) in bsums.chunks_exact_mut(2).enumerate() {
@@ -131,6 +131,16 @@ fn q8_k_block(x: &[f32], out: &mut [u8]) {
         b.copy_from_slice(&(s as i16).to_le_bytes());
     }
     out[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+}
+
+/// `x.round_ties_even()` for `|x| < 2^22` (and NaN, +-inf), which every scaled quant here is
+/// (at most 127 in magnitude): adding and taking off 1.5 * 2^23 leaves the value on the integer
+/// grid under the default rounding mode. Without SSE4.1 in the build target,
+/// `round_ties_even` is a call to libm's `rintf` per element; this is two adds.
+#[inline(always)]
+fn round_even_small(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC) - MAGIC
 }
 
 /// ggml's `GGML_FP32_TO_BF16`: round to nearest even, NaNs kept quiet.
@@ -181,5 +191,24 @@ mod tests {
             0x3f81
         );
         assert!(f32_to_bf16_ggml(f32::NAN).to_f32().is_nan());
+    }
+
+    /// The two-add rounding equals std's `round_ties_even` over the range quants take: every
+    /// quarter step in [-300, 300] (ties included), values a hair off the ties, and NaN / inf.
+    #[test]
+    fn round_even_small_is_ties_to_even() {
+        for i in -1200..=1200 {
+            let x = i as f32 / 4.0;
+            for v in [
+                x,
+                f32::from_bits(x.to_bits() + 1),
+                f32::from_bits(x.to_bits().max(1) - 1),
+            ] {
+                assert_eq!(round_even_small(v), v.round_ties_even(), "{v}");
+            }
+        }
+        assert!(round_even_small(f32::NAN).is_nan());
+        assert_eq!(round_even_small(f32::INFINITY), f32::INFINITY);
+        assert_eq!(round_even_small(f32::NEG_INFINITY), f32::NEG_INFINITY);
     }
 }

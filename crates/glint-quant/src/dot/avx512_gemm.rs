@@ -25,15 +25,16 @@ use glint_gguf::GgmlType;
 
 use super::avx512::{nibbles64, q5_codes64};
 use super::x86_util::*;
-use super::GemmFn;
+use super::{GemmFn, GemmOut};
 
 /// Tokens per tile: the 16 i32 lanes of a zmm register.
 const TOK: usize = 16;
 /// Weight rows decoded together (their codes and block constants stay in L1/L2 while every
 /// token tile passes over them).
 const ROW_TILE: usize = 16;
-/// Rows computed together against one activation load.
-const R: usize = 4;
+/// Most rows a kernel computes together against one activation load (each format picks its
+/// own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill).
+const R: usize = 8;
 /// Bytes of one Q8_K block (d, 256 quants, 16 bsums).
 const Q8K: usize = 292;
 /// Packed bytes of one token tile for one block: 64 dword vectors of `q + 128`, the 16 scales,
@@ -64,6 +65,8 @@ struct Fmt {
     pack: fn(nb: usize, lanes: &[&[u8]], tile: &mut [u8]),
     decode: unsafe fn(nb: usize, row: *const u8, codes: &mut [u8], meta: &mut [i32]),
     kernel: Kernel,
+    /// Rows the kernel computes together (at most [`R`]).
+    rows: usize,
 }
 
 type Kernel = unsafe fn(
@@ -83,7 +86,8 @@ static Q4_K: Fmt = Fmt {
     meta: META,
     pack: pack_tile,
     decode: decode_row::<false>,
-    kernel: tile_kernel,
+    kernel: tile_kernel::<4>,
+    rows: 4,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
@@ -93,7 +97,8 @@ static Q5_K: Fmt = Fmt {
 static Q6_K: Fmt = Fmt {
     ty: GgmlType::Q6_K,
     decode: decode_row_q6,
-    kernel: tile_kernel_q6,
+    kernel: tile_kernel_q6::<8>,
+    rows: 8,
     ..Q4_K
 };
 static Q8_0: Fmt = Fmt {
@@ -105,7 +110,8 @@ static Q8_0: Fmt = Fmt {
     meta: 2,
     pack: pack_tile_q8_0,
     decode: decode_row_q8_0,
-    kernel: tile_kernel_q8_0,
+    kernel: tile_kernel_q8_0::<8>,
+    rows: 8,
 };
 
 /// The GEMM tile for `ty`, if there is one (the caller has checked the CPU has the family).
@@ -141,9 +147,9 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// `out(r, i, w_r . act(i))` for the `n_rows` rows of `w` (back to back, `n` elements each)
-/// and the `n_acts` partner rows `act(i)`. Each value is bit for bit the AVX-512 one-token
-/// kernel's.
+/// The products of the `n_rows` rows of `w` (back to back, `n` elements each) and the `n_acts`
+/// partner rows `act(i)`, handed to `out` tile by tile as [`GemmFn`] says. Each value is bit for
+/// bit the AVX-512 one-token kernel's.
 ///
 /// # Panics
 /// If a row or activation is not `n` elements long.
@@ -154,7 +160,7 @@ fn gemm<'a>(
     n_rows: usize,
     act: &dyn Fn(usize) -> &'a [u8],
     n_acts: usize,
-    out: &mut dyn FnMut(usize, usize, f32),
+    out: &mut GemmOut,
 ) {
     let ty = f.ty;
     assert!(n.is_multiple_of(f.qk), "{ty} tile, n {n}");
@@ -207,7 +213,14 @@ fn gemm<'a>(
                 let valid = TOK.min(n_acts - t * TOK);
                 let mut r = 0;
                 while r < rows {
-                    let take = R.min(rows - r);
+                    let take = f.rows.min(rows - r);
+                    if t == 0 {
+                        // The next row tile's weights, a group at a time, so its decode finds
+                        // them in cache instead of stalling on memory between compute bursts.
+                        let next = (r0 + ROW_TILE + r).min(n_rows);
+                        let end = (next + take).min(n_rows);
+                        prefetch(&w[next * rb..end * rb]);
+                    }
                     let mut res = [[0f32; TOK]; R];
                     let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
                     let mp: [*const i32; R] = std::array::from_fn(|k| {
@@ -216,16 +229,19 @@ fn gemm<'a>(
                     // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
                     // valid row, whose results are dropped); the tile holds nb packed blocks.
                     unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
-                    for (k, lane) in res.iter().enumerate().take(take) {
-                        for (j, &v) in lane.iter().enumerate().take(valid) {
-                            out(r0 + r + k, t * TOK + j, v);
-                        }
-                    }
+                    out(r0 + r, t * TOK, &res[..take], valid);
                     r += take;
                 }
             }
         }
     });
+}
+
+fn prefetch(bytes: &[u8]) {
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch hint of an address inside a live slice; it never faults.
+        unsafe { _mm_prefetch(line.as_ptr() as *const i8, _MM_HINT_T1) };
+    }
 }
 
 fn grow(v: &mut Vec<u64>, bytes: usize) {
@@ -274,7 +290,7 @@ unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], 
     for b in 0..nb {
         let xb = x.add(b * bs);
         let (sc, mn) = k4_scales_mins(&*(xb.add(4) as *const [u8; 12]));
-        let mut corr = 0i32;
+        let mut corr = _mm512_setzero_si512();
         for j in 0..4 {
             let v = if q5 {
                 q5_codes64(xb, j, m4)
@@ -282,15 +298,15 @@ unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], 
                 nibbles64(xb.add(16 + 32 * j), m4)
             };
             _mm512_storeu_si512(codes.as_mut_ptr().add(b * 256 + 64 * j) as *mut _, v);
-            let mut sums = [0u64; 8];
-            _mm512_storeu_si512(
-                sums.as_mut_ptr() as *mut _,
-                _mm512_sad_epu8(v, _mm512_setzero_si512()),
+            // Codes times their sub-block's scale (low 32 bytes: sub-block 2j, high: 2j + 1).
+            let scb = _mm512_mask_blend_epi8(
+                0xFFFF_FFFF_0000_0000,
+                _mm512_set1_epi8(sc[2 * j] as i8),
+                _mm512_set1_epi8(sc[2 * j + 1] as i8),
             );
-            let lo: u64 = sums[..4].iter().sum();
-            let hi: u64 = sums[4..].iter().sum();
-            corr += sc[2 * j] as i32 * lo as i32 + sc[2 * j + 1] as i32 * hi as i32;
+            corr = _mm512_dpbusd_epi32(corr, v, scb);
         }
+        let corr = _mm512_reduce_add_epi32(corr);
         let m = &mut meta[b * META..(b + 1) * META];
         for s in 0..8 {
             m[s] = sc[s] as i32;
@@ -306,7 +322,7 @@ unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], 
 
 /// `R` decoded rows against one token tile over all `nb` blocks: `out[r][t]` is row r . token t.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn tile_kernel(
+unsafe fn tile_kernel<const RN: usize>(
     nb: usize,
     codes: [*const u8; R],
     meta: [*const i32; R],
@@ -314,35 +330,35 @@ unsafe fn tile_kernel(
     out: &mut [[f32; TOK]; R],
 ) {
     let z = _mm512_setzero_si512();
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [z; R];
+        let mut s = [z; RN];
         for sb in 0..8 {
-            let mut p = [z; R];
+            let mut p = [z; RN];
             for k in 0..8 {
                 let a = _mm512_loadu_si512(ab.add((8 * sb + k) * 64) as *const _);
-                for r in 0..R {
+                for r in 0..RN {
                     let wc =
                         (codes[r].add(b * 256 + 32 * sb + 4 * k) as *const i32).read_unaligned();
                     p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
                 }
             }
-            for r in 0..R {
+            for r in 0..RN {
                 let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
                 s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
             }
         }
-        let mut m = [z; R];
+        let mut m = [z; RN];
         for pi in 0..4 {
             let bsum = _mm512_loadu_si512(ab.add(BS32_AT + 64 * pi) as *const _);
-            for r in 0..R {
+            for r in 0..RN {
                 let mp = _mm512_set1_epi32(*meta[r].add(b * META + 8 + pi));
                 m[r] = _mm512_dpwssd_epi32(m[r], bsum, mp);
             }
         }
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
-        for r in 0..R {
+        for r in 0..RN {
             let mb = meta[r].add(b * META);
             let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(*mb.add(12)));
             let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(13) as u32)), yd);
@@ -351,7 +367,7 @@ unsafe fn tile_kernel(
             acc[r] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m[r]), acc[r]);
         }
     }
-    for r in 0..R {
+    for r in 0..RN {
         _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
     }
 }
@@ -411,7 +427,7 @@ unsafe fn decode_row_q6(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i
 /// [`tile_kernel`] for Q6_K: sixteen 16-element sub-blocks, each scaled by its signed scale;
 /// the codes' offset of 32 is taken off with the paired 16-element activation sums.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn tile_kernel_q6(
+unsafe fn tile_kernel_q6<const RN: usize>(
     nb: usize,
     codes: [*const u8; R],
     meta: [*const i32; R],
@@ -419,35 +435,35 @@ unsafe fn tile_kernel_q6(
     out: &mut [[f32; TOK]; R],
 ) {
     let z = _mm512_setzero_si512();
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [z; R];
+        let mut s = [z; RN];
         for sb in 0..16 {
-            let mut p = [z; R];
+            let mut p = [z; RN];
             for k in 0..4 {
                 let a = _mm512_loadu_si512(ab.add((4 * sb + k) * 64) as *const _);
-                for r in 0..R {
+                for r in 0..RN {
                     let wc =
                         (codes[r].add(b * 256 + 16 * sb + 4 * k) as *const i32).read_unaligned();
                     p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
                 }
             }
-            for r in 0..R {
+            for r in 0..RN {
                 let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
                 s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
             }
         }
-        let mut bias = [z; R];
+        let mut bias = [z; RN];
         for pi in 0..8 {
             let bsum = _mm512_loadu_si512(ab.add(BS16_AT + 64 * pi) as *const _);
-            for r in 0..R {
+            for r in 0..RN {
                 let sp = _mm512_set1_epi32(*meta[r].add(b * META + 16 + pi));
                 bias[r] = _mm512_dpwssd_epi32(bias[r], bsum, sp);
             }
         }
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
-        for r in 0..R {
+        for r in 0..RN {
             let mb = meta[r].add(b * META);
             let t = _mm512_sub_epi32(s[r], _mm512_set1_epi32(*mb.add(24)));
             let t = _mm512_sub_epi32(t, _mm512_slli_epi32(bias[r], 5));
@@ -455,7 +471,7 @@ unsafe fn tile_kernel_q6(
             acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r]);
         }
     }
-    for r in 0..R {
+    for r in 0..RN {
         _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
     }
 }
@@ -496,7 +512,7 @@ unsafe fn decode_row_q8_0(nb: usize, x: *const u8, _codes: &mut [u8], meta: &mut
 /// [`tile_kernel`] for Q8_0 rows read in place: per block the exact integer dot, then the
 /// scalar reference's float steps (`sum += s * (dw * da)`, block order).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn tile_kernel_q8_0(
+unsafe fn tile_kernel_q8_0<const RN: usize>(
     nb: usize,
     rows: [*const u8; R],
     meta: [*const i32; R],
@@ -504,26 +520,26 @@ unsafe fn tile_kernel_q8_0(
     out: &mut [[f32; TOK]; R],
 ) {
     let z = _mm512_setzero_si512();
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * Q8_0_PACKED);
-        let mut p = [z; R];
+        let mut p = [z; RN];
         for k in 0..8 {
             let a = _mm512_loadu_si512(ab.add(64 * k) as *const _);
-            for r in 0..R {
+            for r in 0..RN {
                 let wc = (rows[r].add(b * 34 + 2 + 4 * k) as *const i32).read_unaligned();
                 p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
             }
         }
         let da = _mm512_loadu_ps(ab.add(512) as *const f32);
-        for r in 0..R {
+        for r in 0..RN {
             let mb = meta[r].add(2 * b);
             let t = _mm512_sub_epi32(p[r], _mm512_set1_epi32(*mb));
             let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);
             acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(t), d));
         }
     }
-    for r in 0..R {
+    for r in 0..RN {
         _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
     }
 }

@@ -80,18 +80,23 @@ pub const COLS: usize = 4;
 pub type VecDotColsFn = fn(n: usize, w: &[u8], a: [&[u8]; COLS], out: &mut [f32; COLS]);
 
 /// Many weight rows against many activation rows in register tiles (prefill, batched decode):
-/// `gemm(n, w, n_rows, act, n_acts, out)` calls `out(r, i, v)` once for every row `r` of the
-/// `n_rows` rows of `w` (back to back, `n` elements each) and every `i < n_acts`, with `v` the
-/// dot product of row `r` and `act(i)` bit for bit as the family's [`VecDotFn`] gives it (batch
-/// invariance). Panics if a row or an activation is not `n` elements long.
+/// `gemm(n, w, n_rows, act, n_acts, out)` multiplies the `n_rows` rows of `w` (back to back,
+/// `n` elements each) with every `act(i)`, `i < n_acts`, and hands the results over a tile at a
+/// time: `out(r0, i0, vals, lanes)` means `vals[k][j]` is row `r0 + k` . `act(i0 + j)` for
+/// `j < lanes`. Every (row, activation) pair comes exactly once, bit for bit as the family's
+/// [`VecDotFn`] gives it (batch invariance). Panics if a row or an activation is not `n`
+/// elements long.
 pub type GemmFn = for<'a> fn(
     n: usize,
     w: &[u8],
     n_rows: usize,
     act: &dyn Fn(usize) -> &'a [u8],
     n_acts: usize,
-    out: &mut dyn FnMut(usize, usize, f32),
+    out: &mut GemmOut,
 );
+
+/// Receives a [`GemmFn`]'s results a tile at a time: `(r0, i0, vals, lanes)`.
+pub type GemmOut<'o> = dyn FnMut(usize, usize, &[[f32; 16]], usize) + 'o;
 
 /// Which instruction-set family the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
