@@ -31,6 +31,10 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
         m.borrow_mut()
             .reserve(&s.act_shapes, slices, slots, s.max_slice_rows)
     });
+    // One tile call covers one slice's tokens: never more than a step's tokens.
+    for &(rows, cols) in &s.act_shapes {
+        glint_quant::dot::reserve_gemm(cols, rows.min(s.max_tokens));
+    }
     let mut g = GROUPS.take();
     g.starts.reserve(s.n_expert.max(s.max_heads) + 1);
     g.order.reserve(s.grouped_slots);

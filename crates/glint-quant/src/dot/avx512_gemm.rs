@@ -147,6 +147,22 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Sizes this thread's scratch for calls of up to `n_acts` activations of `n` elements, in
+/// every format, so that a step's calls within those sizes do not allocate.
+pub fn reserve(n: usize, n_acts: usize) {
+    SCRATCH.with_borrow_mut(|s| {
+        for f in [&Q4_K, &Q5_K, &Q6_K, &Q8_0] {
+            let nb = n.div_ceil(f.qk);
+            grow(&mut s.act, n_acts.div_ceil(TOK) * nb * f.packed);
+            grow(&mut s.codes, ROW_TILE * nb * f.codes);
+            let meta = ROW_TILE * nb * f.meta;
+            if s.meta.len() < meta {
+                s.meta.resize(meta, 0);
+            }
+        }
+    });
+}
+
 /// The products of the `n_rows` rows of `w` (back to back, `n` elements each) and the `n_acts`
 /// partner rows `act(i)`, handed to `out` tile by tile as [`GemmFn`] says. Each value is bit for
 /// bit the AVX-512 one-token kernel's.

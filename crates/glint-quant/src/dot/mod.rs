@@ -316,6 +316,18 @@ pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
     }
 }
 
+/// Sizes the calling thread's GEMM tile scratch for products of up to `n_acts` activations of
+/// `n` elements (every format [`isa`] has a tile for), so that calls within those sizes do not
+/// allocate. Nothing when the family has no tiles.
+pub fn reserve_gemm(n: usize, n_acts: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Avx512 {
+        avx512_gemm::reserve(n, n_acts);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (n, n_acts);
+}
+
 /// The GEMM tile [`isa`] selects for `ty`, if it has one.
 pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
     gemm_kernel_for(ty, isa())
