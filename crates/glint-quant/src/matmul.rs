@@ -89,6 +89,8 @@ pub struct MatmulScratch {
     pub(crate) expert_start: Vec<u32>,
     pub(crate) slots: Vec<u32>,
     pub(crate) tasks: Vec<(u32, u32, u32)>,
+    /// The activations of a batched call packed into GEMM token tiles, shared by its tasks.
+    pub(crate) packed: Vec<u64>,
 }
 
 impl MatmulScratch {
@@ -138,14 +140,28 @@ impl MatmulScratch {
             .reserve(n_slices.max(active * max_slice_rows.div_ceil(16)));
     }
 
-    /// Quantizes the rows of `x` (each `cols` long) to `partner`; see [`quantize_rows`].
-    pub(crate) fn quantize(
-        &mut self,
-        partner: GgmlType,
-        x: &[f32],
-        cols: usize,
-    ) -> Result<(&[u8], usize), QuantError> {
-        quantize_rows(&mut self.act, partner, x, cols)
+    /// Sizes the shared GEMM tiles of batched [`matmul`] calls with up to `batch` activation
+    /// rows of `cols` elements, for each `(batch, cols)` of `shapes` (expert-indexed calls pack
+    /// per task, in the kernel's own per-thread scratch: see [`dot::reserve_gemm`]).
+    pub fn reserve_tiles(&mut self, shapes: &[(usize, usize)]) {
+        let bytes = [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+        ]
+        .into_iter()
+        .filter_map(dot::gemm_parts)
+        .flat_map(|g| {
+            shapes.iter().map(move |&(batch, cols)| {
+                batch.div_ceil(16) * (g.tile_bytes)(cols.next_multiple_of(256))
+            })
+        })
+        .max()
+        .unwrap_or(0);
+        if self.packed.len() * 8 < bytes {
+            self.packed.resize(bytes.div_ceil(8), 0);
+        }
     }
 }
 
@@ -184,6 +200,17 @@ pub(crate) struct OutPtr(pub *mut f32);
 // call sites), and the pointee outlives the parallel scope.
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// The element `i` past the start (a method, so closures capture the whole `Sync` wrapper
+    /// rather than its raw pointer field).
+    ///
+    /// # Safety
+    /// `i` must be in bounds of the output.
+    pub(crate) unsafe fn at(self, i: usize) -> *mut f32 {
+        self.0.add(i)
+    }
+}
 
 /// Rows of weights per tile when the batch is larger than one.
 const ROW_TILE: usize = 16;
@@ -304,9 +331,15 @@ pub fn matmul(
     if batch == 0 || w.rows == 0 {
         return Ok(());
     }
-    let (act, stride) = scratch.quantize(partner, x, w.cols)?;
+    let (act, stride) = quantize_rows(&mut scratch.act, partner, x, w.cols)?;
     let rows = w.rows;
     let threads = rayon::current_num_threads();
+    if batch >= GEMM_MIN_SLOTS {
+        if let Some(g) = dot::gemm_parts(w.ty) {
+            gemm_once(&g, w, (act, stride), batch, &mut scratch.packed, y);
+            return Ok(());
+        }
+    }
     if batch == 1 {
         let a = &act[..stride];
         let rb = w.row_bytes();
@@ -353,6 +386,56 @@ pub fn matmul(
         };
     });
     Ok(())
+}
+
+/// The batched product through a GEMM tile: the activations packed once (a tile per task,
+/// in parallel), then row ranges in parallel over the shared tiles.
+fn gemm_once(
+    g: &dot::GemmParts,
+    w: &QWeight,
+    (act, stride): (&[u8], usize),
+    batch: usize,
+    packed: &mut Vec<u64>,
+    y: &mut [f32],
+) {
+    let tile_bytes = (g.tile_bytes)(w.cols);
+    let n_tiles = batch.div_ceil(16);
+    if packed.len() * 8 < n_tiles * tile_bytes {
+        packed.resize((n_tiles * tile_bytes).div_ceil(8), 0);
+    }
+    let packed = &mut bytemuck::cast_slice_mut::<u64, u8>(packed)[..n_tiles * tile_bytes];
+    packed
+        .par_chunks_mut(tile_bytes)
+        .enumerate()
+        .for_each(|(t, tile)| {
+            let act_row = |i: usize| &act[(t * 16 + i) * stride..(t * 16 + i + 1) * stride];
+            (g.pack)(w.cols, &act_row, 16.min(batch - t * 16), tile);
+        });
+    let packed = &*packed;
+    let rows = w.rows;
+    let rb = w.row_bytes();
+    let out = OutPtr(y.as_mut_ptr());
+    let chunk = chunk_rows(rows, rayon::current_num_threads());
+    (0..rows.div_ceil(chunk)).into_par_iter().for_each(|c| {
+        let (r0, r1) = (c * chunk, ((c + 1) * chunk).min(rows));
+        (g.run)(
+            w.cols,
+            &w.data[r0 * rb..r1 * rb],
+            r1 - r0,
+            packed,
+            batch,
+            &mut |r, i0, vals, lanes| {
+                for j in 0..lanes {
+                    let o = (i0 + j) * rows + r0 + r;
+                    for (k, v) in vals.iter().enumerate() {
+                        // SAFETY: task c writes only y[b * rows + r] for r in its own range
+                        // r0..r1, and y has batch * rows elements (checked by the caller).
+                        unsafe { *out.at(o + k) = v[j] };
+                    }
+                }
+            },
+        );
+    });
 }
 
 pub(crate) fn check_len(

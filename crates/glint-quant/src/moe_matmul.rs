@@ -78,6 +78,7 @@ pub fn mul_mat_id(
         expert_start: start,
         slots,
         tasks,
+        ..
     } = scratch;
     let (act, stride) = quantize_rows(act, partner, x, w.cols)?;
 

@@ -10,7 +10,9 @@ use super::elementwise::softmax_row;
 use super::router::top_k_into;
 use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
-use glint_quant::dot::{axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_rows};
+use glint_quant::dot::{
+    axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
+};
 
 /// Few query rows (decode): run rows in turn and split a row's heads over the pool; many
 /// (prefill): parallelise across rows.
@@ -42,9 +44,7 @@ fn attend_heads(
     // Scores: eight heads (18 KB of q for GLM-5) stay in L1 while the keys stream past.
     for h0 in (0..hs).step_by(8) {
         let h1 = (h0 + 8).min(hs);
-        for (t, k) in keys.chunks_exact(dk).enumerate() {
-            dot_f32_ordered_rows(&q[h0 * dk..h1 * dk], dk, k, &mut sc[h0 * nk + t..], nk);
-        }
+        dot_f32_ordered_grid(&q[h0 * dk..h1 * dk], keys, dk, &mut sc[h0 * nk..], nk);
     }
     for row in sc[..hs * nk].chunks_mut(nk) {
         row.iter_mut().for_each(|v| *v *= scale);

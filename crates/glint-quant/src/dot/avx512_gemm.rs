@@ -25,7 +25,7 @@ use glint_gguf::GgmlType;
 
 use super::avx512::{nibbles64, q5_codes64};
 use super::x86_util::*;
-use super::{GemmFn, GemmOut};
+use super::{GemmFn, GemmOut, GemmParts};
 
 /// Tokens per tile: the 16 i32 lanes of a zmm register.
 const TOK: usize = 16;
@@ -116,19 +116,44 @@ static Q8_0: Fmt = Fmt {
 
 /// The GEMM tile for `ty`, if there is one (the caller has checked the CPU has the family).
 pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
+    Some(match fmt(ty)?.ty {
+        GgmlType::Q4_K => |n, w, rows, act, n_acts, out| gemm(&Q4_K, n, w, rows, act, n_acts, out),
+        GgmlType::Q5_K => |n, w, rows, act, n_acts, out| gemm(&Q5_K, n, w, rows, act, n_acts, out),
+        GgmlType::Q6_K => |n, w, rows, act, n_acts, out| gemm(&Q6_K, n, w, rows, act, n_acts, out),
+        _ => |n, w, rows, act, n_acts, out| gemm(&Q8_0, n, w, rows, act, n_acts, out),
+    })
+}
+
+/// [`gemm_kernel`] in its two halves (see [`GemmParts`]).
+pub fn gemm_parts(ty: GgmlType) -> Option<GemmParts> {
+    macro_rules! parts {
+        ($f:expr) => {
+            GemmParts {
+                tile_bytes: |n| n / $f.qk * $f.packed,
+                pack: |n, act, count, tile| pack_lanes(&$f, n, act, 0, count, tile),
+                run: |n, w, rows, packed, n_acts, out| {
+                    SCRATCH.with_borrow_mut(|s| {
+                        let Scratch { codes, meta, .. } = s;
+                        run(&$f, n, w, rows, packed, n_acts, codes, meta, out)
+                    })
+                },
+            }
+        };
+    }
+    Some(match fmt(ty)?.ty {
+        GgmlType::Q4_K => parts!(Q4_K),
+        GgmlType::Q5_K => parts!(Q5_K),
+        GgmlType::Q6_K => parts!(Q6_K),
+        _ => parts!(Q8_0),
+    })
+}
+
+fn fmt(ty: GgmlType) -> Option<&'static Fmt> {
     match ty {
-        GgmlType::Q4_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(&Q4_K, n, w, rows, act, n_acts, out))
-        }
-        GgmlType::Q5_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(&Q5_K, n, w, rows, act, n_acts, out))
-        }
-        GgmlType::Q6_K => {
-            Some(|n, w, rows, act, n_acts, out| gemm(&Q6_K, n, w, rows, act, n_acts, out))
-        }
-        GgmlType::Q8_0 => {
-            Some(|n, w, rows, act, n_acts, out| gemm(&Q8_0, n, w, rows, act, n_acts, out))
-        }
+        GgmlType::Q4_K => Some(&Q4_K),
+        GgmlType::Q5_K => Some(&Q5_K),
+        GgmlType::Q6_K => Some(&Q6_K),
+        GgmlType::Q8_0 => Some(&Q8_0),
         _ => None,
     }
 }
@@ -178,6 +203,63 @@ fn gemm<'a>(
     n_acts: usize,
     out: &mut GemmOut,
 ) {
+    assert!(n.is_multiple_of(f.qk), "{} tile, n {n}", f.ty);
+    let tile_bytes = n / f.qk * f.packed;
+    let n_tiles = n_acts.div_ceil(TOK);
+    SCRATCH.with_borrow_mut(|s| {
+        let Scratch {
+            act: buf,
+            codes,
+            meta,
+        } = s;
+        grow(buf, n_tiles * tile_bytes);
+        let packed = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n_tiles * tile_bytes];
+        for (t, tile) in packed.chunks_exact_mut(tile_bytes).enumerate() {
+            pack_lanes(f, n, act, t * TOK, TOK.min(n_acts - t * TOK), tile);
+        }
+        run(f, n, w, n_rows, packed, n_acts, codes, meta, out);
+    });
+}
+
+/// Packs `act(first..first + count)` (at most [`TOK`]) into one token tile.
+fn pack_lanes<'a>(
+    f: &Fmt,
+    n: usize,
+    act: &dyn Fn(usize) -> &'a [u8],
+    first: usize,
+    count: usize,
+    tile: &mut [u8],
+) {
+    let ty = f.ty;
+    assert!(n.is_multiple_of(f.qk) && count <= TOK, "{ty} tile, n {n}");
+    let nb = n / f.qk;
+    assert_eq!(tile.len(), nb * f.packed, "{ty} tile bytes");
+    let mut lanes: [&[u8]; TOK] = [&[]; TOK];
+    for (j, lane) in lanes.iter_mut().enumerate().take(count) {
+        *lane = act(first + j);
+        assert_eq!(
+            lane.len(),
+            nb * f.act_block,
+            "{ty} tile: activation {} bytes",
+            first + j
+        );
+    }
+    (f.pack)(nb, &lanes[..count], tile);
+}
+
+/// The weight side of [`gemm`] against already packed token tiles (`n_acts` activations).
+#[allow(clippy::too_many_arguments)]
+fn run(
+    f: &Fmt,
+    n: usize,
+    w: &[u8],
+    n_rows: usize,
+    packed: &[u8],
+    n_acts: usize,
+    codes: &mut Vec<u64>,
+    meta: &mut Vec<i32>,
+    out: &mut GemmOut,
+) {
     let ty = f.ty;
     assert!(n.is_multiple_of(f.qk), "{ty} tile, n {n}");
     let nb = n / f.qk;
@@ -185,72 +267,55 @@ fn gemm<'a>(
     assert_eq!(w.len(), n_rows * rb, "{ty} tile weight bytes");
     let n_tiles = n_acts.div_ceil(TOK);
     let tile_bytes = nb * f.packed;
+    assert!(packed.len() >= n_tiles * tile_bytes, "{ty} packed tiles");
     let (row_codes, row_meta) = (nb * f.codes, nb * f.meta);
-    SCRATCH.with_borrow_mut(|s| {
-        grow(&mut s.act, n_tiles * tile_bytes);
-        grow(&mut s.codes, ROW_TILE * row_codes);
-        s.meta.resize(s.meta.len().max(ROW_TILE * row_meta), 0);
-        let packed = bytemuck::cast_slice_mut::<u64, u8>(&mut s.act);
+    grow(codes, ROW_TILE * row_codes);
+    if meta.len() < ROW_TILE * row_meta {
+        meta.resize(ROW_TILE * row_meta, 0);
+    }
+    let codes = bytemuck::cast_slice_mut::<u64, u8>(codes);
+    for r0 in (0..n_rows).step_by(ROW_TILE) {
+        let rows = ROW_TILE.min(n_rows - r0);
+        for r in 0..rows {
+            let row = &w[(r0 + r) * rb..(r0 + r + 1) * rb];
+            let c = &mut codes[r * row_codes..(r + 1) * row_codes];
+            let m = &mut meta[r * row_meta..(r + 1) * row_meta];
+            // SAFETY: `row` is nb blocks of `ty`, `c` and `m` hold nb blocks' worth; the
+            // AVX-512 family (F/BW/VNNI) is what selected this path.
+            unsafe { (f.decode)(nb, row.as_ptr(), c, m) };
+        }
+        let code_ptr = |r: usize| {
+            if f.codes == 0 {
+                w[(r0 + r) * rb..].as_ptr()
+            } else {
+                codes[r * row_codes..].as_ptr()
+            }
+        };
         for t in 0..n_tiles {
-            let tile = &mut packed[t * tile_bytes..(t + 1) * tile_bytes];
-            let mut lanes: [&[u8]; TOK] = [&[]; TOK];
+            let tile = &packed[t * tile_bytes..(t + 1) * tile_bytes];
             let valid = TOK.min(n_acts - t * TOK);
-            for (j, lane) in lanes.iter_mut().enumerate().take(valid) {
-                *lane = act(t * TOK + j);
-                assert_eq!(
-                    lane.len(),
-                    nb * f.act_block,
-                    "{ty} tile: activation {} bytes",
-                    t * TOK + j
-                );
-            }
-            (f.pack)(nb, &lanes[..valid], tile);
-        }
-        let codes = bytemuck::cast_slice_mut::<u64, u8>(&mut s.codes);
-        for r0 in (0..n_rows).step_by(ROW_TILE) {
-            let rows = ROW_TILE.min(n_rows - r0);
-            for r in 0..rows {
-                let row = &w[(r0 + r) * rb..(r0 + r + 1) * rb];
-                let c = &mut codes[r * row_codes..(r + 1) * row_codes];
-                let m = &mut s.meta[r * row_meta..(r + 1) * row_meta];
-                // SAFETY: `row` is nb blocks of `ty`, `c` and `m` hold nb blocks' worth; the
-                // AVX-512 family (F/BW/VNNI) is what selected this path.
-                unsafe { (f.decode)(nb, row.as_ptr(), c, m) };
-            }
-            let code_ptr = |r: usize| {
-                if f.codes == 0 {
-                    w[(r0 + r) * rb..].as_ptr()
-                } else {
-                    codes[r * row_codes..].as_ptr()
+            let mut r = 0;
+            while r < rows {
+                let take = f.rows.min(rows - r);
+                if t == 0 {
+                    // The next row tile's weights, a group at a time, so its decode finds
+                    // them in cache instead of stalling on memory between compute bursts.
+                    let next = (r0 + ROW_TILE + r).min(n_rows);
+                    let end = (next + take).min(n_rows);
+                    prefetch(&w[next * rb..end * rb]);
                 }
-            };
-            for t in 0..n_tiles {
-                let tile = &packed[t * tile_bytes..(t + 1) * tile_bytes];
-                let valid = TOK.min(n_acts - t * TOK);
-                let mut r = 0;
-                while r < rows {
-                    let take = f.rows.min(rows - r);
-                    if t == 0 {
-                        // The next row tile's weights, a group at a time, so its decode finds
-                        // them in cache instead of stalling on memory between compute bursts.
-                        let next = (r0 + ROW_TILE + r).min(n_rows);
-                        let end = (next + take).min(n_rows);
-                        prefetch(&w[next * rb..end * rb]);
-                    }
-                    let mut res = [[0f32; TOK]; R];
-                    let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
-                    let mp: [*const i32; R] = std::array::from_fn(|k| {
-                        s.meta[(r + k.min(take - 1)) * row_meta..].as_ptr()
-                    });
-                    // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
-                    // valid row, whose results are dropped); the tile holds nb packed blocks.
-                    unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
-                    out(r0 + r, t * TOK, &res[..take], valid);
-                    r += take;
-                }
+                let mut res = [[0f32; TOK]; R];
+                let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
+                let mp: [*const i32; R] =
+                    std::array::from_fn(|k| meta[(r + k.min(take - 1)) * row_meta..].as_ptr());
+                // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
+                // valid row, whose results are dropped); the tile holds nb packed blocks.
+                unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
+                out(r0 + r, t * TOK, &res[..take], valid);
+                r += take;
             }
         }
-    });
+    }
 }
 
 fn prefetch(bytes: &[u8]) {

@@ -95,6 +95,52 @@ pub fn dot_f32_ordered_rows(rows: &[f32], dim: usize, x: &[f32], out: &mut [f32]
     }
 }
 
+/// `out[i·stride + j] = dot_f32_ordered(a_i, b_j)` for the `dim`-element rows `a_i` of `a` and
+/// `b_j` of `b`: the same bits as one call per pair. The AVX2 path computes four `a` rows
+/// against two `b` rows per pass: eight independent accumulators keep both FMA pipes busy
+/// (four chains wait on the FMA latency) and each load feeds two or four FMAs.
+pub fn dot_f32_ordered_grid(a: &[f32], b: &[f32], dim: usize, out: &mut [f32], stride: usize) {
+    let (m, n) = (
+        a.len().checked_div(dim).unwrap_or(0),
+        b.len().checked_div(dim).unwrap_or(0),
+    );
+    assert!(
+        m == 0 || n == 0 || (stride >= n && out.len() >= (m - 1) * stride + n),
+        "dot grid extents"
+    );
+    let one = |i: usize, j: usize| {
+        dot_f32_ordered(&a[i * dim..(i + 1) * dim], &b[j * dim..(j + 1) * dim])
+    };
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() != Isa::Scalar && dim.is_multiple_of(8) {
+        let (m4, n2) = (m / 4 * 4, n / 2 * 2);
+        for j in (0..n2).step_by(2) {
+            for i in (0..m4).step_by(4) {
+                // SAFETY: AVX2 + FMA are present (non-scalar family); rows i..i+4 of a and
+                // j..j+2 of b are in bounds.
+                let d =
+                    unsafe { avx2_dot4x2(a.as_ptr().add(i * dim), b.as_ptr().add(j * dim), dim) };
+                for (r, v) in d.into_iter().enumerate() {
+                    out[(i + r) * stride + j] = v[0];
+                    out[(i + r) * stride + j + 1] = v[1];
+                }
+            }
+        }
+        for i in 0..m {
+            let tail = if i < m4 { n2 } else { 0 };
+            for j in tail..n {
+                out[i * stride + j] = one(i, j);
+            }
+        }
+        return;
+    }
+    for i in 0..m {
+        for j in 0..n {
+            out[i * stride + j] = one(i, j);
+        }
+    }
+}
+
 /// `o[j] += p[t]·v_t[j]` for the rows `v_t = vs[t·stride ..][..o.len()]`, `t` in order, each step
 /// a multiply then an add (two roundings, as `o[j] += p * v` in Rust): the same bits as that
 /// loop on every kernel family, with the AVX2 path holding `o` in registers across four rows.
@@ -141,6 +187,26 @@ unsafe fn avx2_dot4(rows: &[f32], dim: usize, x: &[f32]) -> [f32; 4] {
     a.map(|v| super::x86_util::hsum_ps(v))
 }
 
+/// Rows `a..a+4·dim` against `b..b+2·dim`, each pair in [`dot_f32_ordered`]'s lane order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_dot4x2(a: *const f32, b: *const f32, dim: usize) -> [[f32; 2]; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+    let mut l = 0;
+    while l < dim {
+        let b0 = _mm256_loadu_ps(b.add(l));
+        let b1 = _mm256_loadu_ps(b.add(dim + l));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm256_loadu_ps(a.add(r * dim + l));
+            acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
+            acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+        }
+        l += 8;
+    }
+    acc.map(|r| r.map(|v| super::x86_util::hsum_ps(v)))
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_axpy_rows(p: &[f32], vs: &[f32], stride: usize, o: &mut [f32]) {
@@ -148,6 +214,23 @@ unsafe fn avx2_axpy_rows(p: &[f32], vs: &[f32], stride: usize, o: &mut [f32]) {
     let n = o.len();
     let n8 = n / 8 * 8;
     let mut j = 0;
+    // Four runs of eight at once: each element's sum is still one chain in row order, but four
+    // chains interleave instead of every add waiting on the one before it.
+    while j + 32 <= n8 {
+        let mut acc: [__m256; 4] =
+            std::array::from_fn(|c| _mm256_loadu_ps(o.as_ptr().add(j + 8 * c)));
+        for (t, &pt) in p.iter().enumerate() {
+            let pv = _mm256_set1_ps(pt);
+            for (c, a) in acc.iter_mut().enumerate() {
+                let v = _mm256_loadu_ps(vs.as_ptr().add(t * stride + j + 8 * c));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, v));
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(o.as_mut_ptr().add(j + 8 * c), *a);
+        }
+        j += 32;
+    }
     while j < n8 {
         let mut acc = _mm256_loadu_ps(o.as_ptr().add(j));
         for (t, &pt) in p.iter().enumerate() {
@@ -187,7 +270,24 @@ mod tests {
                 assert_eq!(out[r * 3].to_bits(), want.to_bits(), "row {r} of {m}x{dim}");
             }
         }
-        for (t_n, n) in [(1, 8), (5, 512), (3, 13)] {
+        for (m, n, dim) in [(1, 1, 8), (8, 6, 576), (7, 5, 64), (5, 3, 13)] {
+            let a: Vec<f32> = (0..m * dim).map(|_| next()).collect();
+            let b: Vec<f32> = (0..n * dim).map(|_| next()).collect();
+            let mut out = vec![0f32; m * (n + 2)];
+            dot_f32_ordered_grid(&a, &b, dim, &mut out, n + 2);
+            for i in 0..m {
+                for j in 0..n {
+                    let want =
+                        dot_f32_ordered(&a[i * dim..(i + 1) * dim], &b[j * dim..(j + 1) * dim]);
+                    assert_eq!(
+                        out[i * (n + 2) + j].to_bits(),
+                        want.to_bits(),
+                        "({i}, {j}) of {m}x{n}x{dim}"
+                    );
+                }
+            }
+        }
+        for (t_n, n) in [(1, 8), (5, 512), (3, 13), (8, 40), (2, 100)] {
             let p: Vec<f32> = (0..t_n).map(|_| next()).collect();
             let vs: Vec<f32> = (0..t_n * (n + 5)).map(|_| next()).collect();
             let mut o: Vec<f32> = (0..n).map(|_| next()).collect();

@@ -39,7 +39,9 @@ use glint_gguf::GgmlType;
 use crate::error::QuantError;
 
 pub use act::{activation_bytes, quantize_activation};
-pub use f32_order::{axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_rows};
+pub use f32_order::{
+    axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
+};
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
 /// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
@@ -94,6 +96,22 @@ pub type GemmFn = for<'a> fn(
     n_acts: usize,
     out: &mut GemmOut,
 );
+
+/// A [`GemmFn`] in its two halves, so that a call's activations are packed into token tiles
+/// once and then shared by every task that takes a share of the weight rows (instead of each
+/// task packing them again). Tiles are `tile_bytes(n)` bytes, back to back; `pack(n, act,
+/// count, tile)` packs `act(0..count)` (`count` ≤ 16) into one; `run(n, w, n_rows, packed,
+/// n_acts, out)` is [`GemmFn`] over the tiles of `n_acts` packed activations.
+#[derive(Clone, Copy)]
+pub struct GemmParts {
+    pub tile_bytes: fn(n: usize) -> usize,
+    pub pack: GemmPackFn,
+    pub run: fn(n: usize, w: &[u8], n_rows: usize, packed: &[u8], n_acts: usize, out: &mut GemmOut),
+}
+
+/// Packs `act(0..count)` (`count` ≤ 16 activations of `n` elements) into one token tile.
+pub type GemmPackFn =
+    for<'a> fn(n: usize, act: &dyn Fn(usize) -> &'a [u8], count: usize, tile: &mut [u8]);
 
 /// Receives a [`GemmFn`]'s results a tile at a time: `(r0, i0, vals, lanes)`.
 pub type GemmOut<'o> = dyn FnMut(usize, usize, &[[f32; 16]], usize) + 'o;
@@ -331,6 +349,16 @@ pub fn reserve_gemm(n: usize, n_acts: usize) {
 /// The GEMM tile [`isa`] selects for `ty`, if it has one.
 pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
     gemm_kernel_for(ty, isa())
+}
+
+/// [`gemm_kernel`] in its two halves (see [`GemmParts`]); the same bits.
+pub fn gemm_parts(ty: GgmlType) -> Option<GemmParts> {
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Avx512 {
+        return avx512_gemm::gemm_parts(ty);
+    }
+    let _ = ty;
+    None
 }
 
 /// The multi-token kernel [`isa`] selects for `ty`, if it has one.
