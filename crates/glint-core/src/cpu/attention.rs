@@ -11,7 +11,7 @@ use super::router::top_k_into;
 use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
 use glint_quant::dot::{
-    axpy_rows_ordered, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
+    axpy_rows_ordered_heads, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
 };
 
 /// Few query rows (decode): run rows in turn and split a row's heads over the pool; many
@@ -41,10 +41,15 @@ fn attend_heads(
 ) {
     let nk = keys.len() / dk;
     let hs = q.len() / dk;
-    // Scores: eight heads (18 KB of q for GLM-5) stay in L1 while the keys stream past.
-    for h0 in (0..hs).step_by(8) {
-        let h1 = (h0 + 8).min(hs);
-        dot_f32_ordered_grid(&q[h0 * dk..h1 * dk], keys, dk, &mut sc[h0 * nk..], nk);
+    // Scores: a block of 32 keys (74 KB for GLM-5) stays in L2 while every head meets it, eight
+    // heads (18 KB of q) at a time from L1; the keys stream from memory once per row.
+    for t0 in (0..nk).step_by(32) {
+        let t1 = (t0 + 32).min(nk);
+        for h0 in (0..hs).step_by(8) {
+            let h1 = (h0 + 8).min(hs);
+            let out = &mut sc[h0 * nk + t0..];
+            dot_f32_ordered_grid(&q[h0 * dk..h1 * dk], &keys[t0 * dk..t1 * dk], dk, out, nk);
+        }
     }
     for row in sc[..hs * nk].chunks_mut(nk) {
         row.iter_mut().for_each(|v| *v *= scale);
@@ -55,10 +60,15 @@ fn attend_heads(
     o[..hs * dv].fill(0.0);
     for t0 in (0..nk).step_by(8) {
         let t1 = (t0 + 8).min(nk);
-        for i in 0..hs {
-            let p = &sc[i * nk + t0..i * nk + t1];
-            axpy_rows_ordered(p, &keys[t0 * dk..], dk, &mut o[i * dv..(i + 1) * dv]);
-        }
+        axpy_rows_ordered_heads(
+            &sc[t0..],
+            nk,
+            t1 - t0,
+            &keys[t0 * dk..],
+            dk,
+            &mut o[..hs * dv],
+            dv,
+        );
     }
 }
 

@@ -164,6 +164,79 @@ pub fn axpy_rows_ordered(p: &[f32], vs: &[f32], stride: usize, o: &mut [f32]) {
     }
 }
 
+/// [`axpy_rows_ordered`] for several heads over the same rows: head `h` adds
+/// `ps[h·p_stride + t]·v_t` (`t < count`) into `os[h·n ..][..n]`, for the `os.len() / n` heads.
+/// The same bits as one call per head; the AVX2 path takes two heads at a time, so each row
+/// load feeds both and eight add chains run side by side.
+pub fn axpy_rows_ordered_heads(
+    ps: &[f32],
+    p_stride: usize,
+    count: usize,
+    vs: &[f32],
+    stride: usize,
+    os: &mut [f32],
+    n: usize,
+) {
+    let heads = os.len().checked_div(n).unwrap_or(0);
+    assert!(
+        heads == 0 || count == 0 || ps.len() >= (heads - 1) * p_stride + count,
+        "axpy heads extents"
+    );
+    let mut h = 0;
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() != Isa::Scalar && n.is_multiple_of(32) {
+        assert!(
+            count == 0 || vs.len() >= (count - 1) * stride + n,
+            "axpy rows extents"
+        );
+        while h + 2 <= heads {
+            let (o0, o1) = os[h * n..(h + 2) * n].split_at_mut(n);
+            let p0 = &ps[h * p_stride..h * p_stride + count];
+            let p1 = &ps[(h + 1) * p_stride..(h + 1) * p_stride + count];
+            // SAFETY: AVX2 is present (non-scalar family); extents checked above.
+            unsafe { avx2_axpy2(p0, p1, vs, stride, o0, o1) };
+            h += 2;
+        }
+    }
+    for h in h..heads {
+        let p = &ps[h * p_stride..h * p_stride + count];
+        axpy_rows_ordered(p, vs, stride, &mut os[h * n..(h + 1) * n]);
+    }
+}
+
+/// Two heads' [`avx2_axpy_rows`] sharing the row loads; `o0.len()` (= `o1.len()`) is a
+/// multiple of 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_axpy2(
+    p0: &[f32],
+    p1: &[f32],
+    vs: &[f32],
+    stride: usize,
+    o0: &mut [f32],
+    o1: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    for j in (0..o0.len()).step_by(32) {
+        let mut a: [__m256; 4] =
+            std::array::from_fn(|c| _mm256_loadu_ps(o0.as_ptr().add(j + 8 * c)));
+        let mut b: [__m256; 4] =
+            std::array::from_fn(|c| _mm256_loadu_ps(o1.as_ptr().add(j + 8 * c)));
+        for t in 0..p0.len() {
+            let (q0, q1) = (_mm256_set1_ps(p0[t]), _mm256_set1_ps(p1[t]));
+            for c in 0..4 {
+                let v = _mm256_loadu_ps(vs.as_ptr().add(t * stride + j + 8 * c));
+                a[c] = _mm256_add_ps(a[c], _mm256_mul_ps(q0, v));
+                b[c] = _mm256_add_ps(b[c], _mm256_mul_ps(q1, v));
+            }
+        }
+        for c in 0..4 {
+            _mm256_storeu_ps(o0.as_mut_ptr().add(j + 8 * c), a[c]);
+            _mm256_storeu_ps(o1.as_mut_ptr().add(j + 8 * c), b[c]);
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_dot4(rows: &[f32], dim: usize, x: &[f32]) -> [f32; 4] {
@@ -286,6 +359,25 @@ mod tests {
                     );
                 }
             }
+        }
+        for (heads, t_n, n) in [(5, 8, 512), (2, 3, 64), (3, 2, 13)] {
+            let ps: Vec<f32> = (0..heads * (t_n + 3)).map(|_| next()).collect();
+            let vs: Vec<f32> = (0..t_n * (n + 5)).map(|_| next()).collect();
+            let mut os: Vec<f32> = (0..heads * n).map(|_| next()).collect();
+            let mut want = os.clone();
+            for h in 0..heads {
+                for t in 0..t_n {
+                    for j in 0..n {
+                        want[h * n + j] += ps[h * (t_n + 3) + t] * vs[t * (n + 5) + j];
+                    }
+                }
+            }
+            axpy_rows_ordered_heads(&ps, t_n + 3, t_n, &vs, n + 5, &mut os, n);
+            assert_eq!(
+                os.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{heads} heads x {t_n} rows of {n}"
+            );
         }
         for (t_n, n) in [(1, 8), (5, 512), (3, 13), (8, 40), (2, 100)] {
             let p: Vec<f32> = (0..t_n).map(|_| next()).collect();
