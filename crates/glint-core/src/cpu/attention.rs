@@ -12,6 +12,7 @@ use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
 use glint_quant::dot::{
     axpy_rows_ordered_heads, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
+    relu_weighted_sums8,
 };
 
 /// Few query rows (decode): run rows in turn and split a row's heads over the pool; many
@@ -396,8 +397,29 @@ pub(crate) fn indexer_scores(
         let scores = |first: usize, r: &mut [f32]| -> Result<()> {
             if let Some(all) = run {
                 let k = &all[first * d..(first + r.len()) * d];
-                for (ri, kt) in r.iter_mut().zip(k.chunks_exact(d)) {
-                    *ri = score(kt);
+                if hi > 64 {
+                    for (ri, kt) in r.iter_mut().zip(k.chunks_exact(d)) {
+                        *ri = score(kt);
+                    }
+                    return Ok(());
+                }
+                // Eight keys at a time against every head in the register grid (each load
+                // feeds several FMAs), then each key's ReLU-weighted sum in head order: the
+                // bits of `score`.
+                let mut dots = [0f32; 64 * 8];
+                for (rc, kc) in r.chunks_mut(8).zip(k.chunks(8 * d)) {
+                    dot_f32_ordered_grid(qs, kc, d, &mut dots, 8);
+                    if let Ok(rc) = <&mut [f32; 8]>::try_from(&mut *rc) {
+                        relu_weighted_sums8(&dots, ws, rc);
+                        continue;
+                    }
+                    for (j, rj) in rc.iter_mut().enumerate() {
+                        let mut acc = 0f32;
+                        for (h, &wh) in ws.iter().enumerate() {
+                            acc += wh * dots[h * 8 + j].max(0.0);
+                        }
+                        *rj = acc;
+                    }
                 }
                 return Ok(());
             }

@@ -141,6 +141,41 @@ pub fn dot_f32_ordered_grid(a: &[f32], b: &[f32], dim: usize, out: &mut [f32], s
     }
 }
 
+/// The DSA indexer's head sums for eight keys: `out[j] = Σ_h ws[h]·ReLU(dots[8h + j])`, the
+/// heads in order, each step a multiply then an add from 0 (ReLU as `f32::max(x, 0)`, NaN to 0),
+/// for the `ws.len()` heads. The AVX2 path runs the eight keys in the lanes of one register.
+pub fn relu_weighted_sums8(dots: &[f32], ws: &[f32], out: &mut [f32; 8]) {
+    assert!(dots.len() >= ws.len() * 8, "relu sums extents");
+    #[cfg(target_arch = "x86_64")]
+    if super::isa() != Isa::Scalar {
+        // SAFETY: AVX2 is present (non-scalar family); extents checked above.
+        unsafe {
+            use std::arch::x86_64::*;
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn run(dots: &[f32], ws: &[f32], out: &mut [f32; 8]) {
+                let z = _mm256_setzero_ps();
+                let mut acc = z;
+                for (h, &w) in ws.iter().enumerate() {
+                    // maxps returns its second operand (0) for NaN, as f32::max does; a -0
+                    // input cannot change a sum that starts at +0.
+                    let d = _mm256_max_ps(_mm256_loadu_ps(dots.as_ptr().add(8 * h)), z);
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w), d));
+                }
+                _mm256_storeu_ps(out.as_mut_ptr(), acc);
+            }
+            run(dots, ws, out);
+        }
+        return;
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        let mut acc = 0f32;
+        for (h, &w) in ws.iter().enumerate() {
+            acc += w * dots[8 * h + j].max(0.0);
+        }
+        *o = acc;
+    }
+}
+
 /// `o[j] += p[t]·v_t[j]` for the rows `v_t = vs[t·stride ..][..o.len()]`, `t` in order, each step
 /// a multiply then an add (two roundings, as `o[j] += p * v` in Rust): the same bits as that
 /// loop on every kernel family, with the AVX2 path holding `o` in registers across four rows.
@@ -358,6 +393,22 @@ mod tests {
                         "({i}, {j}) of {m}x{n}x{dim}"
                     );
                 }
+            }
+        }
+        for heads in [1, 7, 32] {
+            let mut dots: Vec<f32> = (0..heads * 8).map(|_| next()).collect();
+            dots[3] = f32::NAN;
+            dots[5] = -0.0;
+            let ws: Vec<f32> = (0..heads).map(|_| next()).collect();
+            let mut got = [0f32; 8];
+            relu_weighted_sums8(&dots, &ws, &mut got);
+            for (j, g) in got.iter().enumerate() {
+                let mut want = 0f32;
+                for h in 0..heads {
+                    let d = dots[8 * h + j];
+                    want += ws[h] * if d > 0.0 { d } else { 0.0 };
+                }
+                assert_eq!(g.to_bits(), want.to_bits(), "key {j} of 8, {heads} heads");
             }
         }
         for (heads, t_n, n) in [(5, 8, 512), (2, 3, 64), (3, 2, 13)] {

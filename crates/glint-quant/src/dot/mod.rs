@@ -41,7 +41,7 @@ use crate::error::QuantError;
 pub use act::{activation_bytes, quantize_activation};
 pub use f32_order::{
     axpy_rows_ordered, axpy_rows_ordered_heads, dot_f32_ordered, dot_f32_ordered_grid,
-    dot_f32_ordered_rows,
+    dot_f32_ordered_rows, relu_weighted_sums8,
 };
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
