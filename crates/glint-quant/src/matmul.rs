@@ -144,21 +144,11 @@ impl MatmulScratch {
     /// rows of `cols` elements, for each `(batch, cols)` of `shapes` (expert-indexed calls pack
     /// per task, in the kernel's own per-thread scratch: see [`dot::reserve_gemm`]).
     pub fn reserve_tiles(&mut self, shapes: &[(usize, usize)]) {
-        let bytes = [
-            GgmlType::Q4_K,
-            GgmlType::Q5_K,
-            GgmlType::Q6_K,
-            GgmlType::Q8_0,
-        ]
-        .into_iter()
-        .filter_map(dot::gemm_parts)
-        .flat_map(|g| {
-            shapes.iter().map(move |&(batch, cols)| {
-                batch.div_ceil(16) * (g.tile_bytes)(cols.next_multiple_of(256))
-            })
-        })
-        .max()
-        .unwrap_or(0);
+        let bytes = shapes
+            .iter()
+            .map(|&(batch, cols)| batch.div_ceil(16) * dot::gemm_max_tile_bytes(cols))
+            .max()
+            .unwrap_or(0);
         if self.packed.len() * 8 < bytes {
             self.packed.resize(bytes.div_ceil(8), 0);
         }

@@ -409,17 +409,7 @@ pub(crate) fn indexer_scores(
                 let mut dots = [0f32; 64 * 8];
                 for (rc, kc) in r.chunks_mut(8).zip(k.chunks(8 * d)) {
                     dot_f32_ordered_grid(qs, kc, d, &mut dots, 8);
-                    if let Ok(rc) = <&mut [f32; 8]>::try_from(&mut *rc) {
-                        relu_weighted_sums8(&dots, ws, rc);
-                        continue;
-                    }
-                    for (j, rj) in rc.iter_mut().enumerate() {
-                        let mut acc = 0f32;
-                        for (h, &wh) in ws.iter().enumerate() {
-                            acc += wh * dots[h * 8 + j].max(0.0);
-                        }
-                        *rj = acc;
-                    }
+                    relu_weighted_sums8(&dots, ws, rc);
                 }
                 return Ok(());
             }

@@ -27,7 +27,8 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
     // Expert-indexed products pick n_used slices per token, per-head products all heads.
     let slots = s.max_tokens * s.n_used.max(s.max_heads);
     let slices = s.n_expert.max(s.max_heads);
-    // A plain product's batch is at most a step's tokens.
+    // A product's batch (or a slice's tokens in an expert-indexed one) is at most a step's
+    // tokens.
     let tiles = s
         .act_shapes
         .map(|(rows, cols)| (rows.min(s.max_tokens), cols));
@@ -36,9 +37,8 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
         m.reserve(&s.act_shapes, slices, slots, s.max_slice_rows);
         m.reserve_tiles(&tiles);
     });
-    // One tile call covers one slice's tokens: never more than a step's tokens.
-    for &(rows, cols) in &s.act_shapes {
-        glint_quant::dot::reserve_gemm(cols, rows.min(s.max_tokens));
+    for &(batch, cols) in &tiles {
+        glint_quant::dot::reserve_gemm(cols, batch);
     }
     let mut g = GROUPS.take();
     g.starts.reserve(s.n_expert.max(s.max_heads) + 1);

@@ -142,6 +142,26 @@ mod x86 {
         _mm256_andnot_ps(_mm256_set1_ps(-0.0), v)
     }
 
+    /// The largest `|x|` over `vectors` runs of eight floats; NaNs are skipped (`maxps` returns
+    /// its second operand when the first is NaN), as `f32::max` skips them.
+    #[inline(always)]
+    unsafe fn amax(x: *const f32, vectors: usize) -> f32 {
+        let mut m = _mm256_setzero_ps();
+        for k in 0..vectors {
+            m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x.add(8 * k))), m);
+        }
+        let h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)))
+    }
+
+    /// Sum of four i32 lanes.
+    #[inline(always)]
+    unsafe fn hsum4(v: __m128i) -> i32 {
+        let s = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)))
+    }
+
     /// `round(v * s)` to i32 lanes, ties to even (`vroundps` nearest is what the scalar two-add
     /// rounding computes); NaN becomes `i32::MIN`, as `vcvtps2dq` makes it.
     #[inline(always)]
@@ -166,15 +186,7 @@ mod x86 {
     /// saturation), the 32 quants written at `qs`.
     #[inline(always)]
     unsafe fn q8_block(x: *const f32, qs: *mut u8) -> (f32, i32) {
-        let mut m = _mm256_setzero_ps();
-        for k in 0..4 {
-            // `maxps` returns its second operand when the first is NaN: NaNs are skipped, as
-            // f32::max skips them.
-            m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x.add(8 * k))), m);
-        }
-        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        let amax = amax(x, 4);
         let d = amax / 127.0;
         let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
         let q: [__m256i; 4] = std::array::from_fn(|k| quants(x.add(8 * k), id));
@@ -187,13 +199,7 @@ mod x86 {
     /// scale `-127 / max`.
     #[inline(always)]
     unsafe fn q8_k_block(x: *const f32, out: &mut [u8]) {
-        let mut m = _mm256_setzero_ps();
-        for k in 0..32 {
-            m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x.add(8 * k))), m);
-        }
-        let h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        let amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+        let amax = amax(x, 32);
         out.fill(0);
         if amax == 0.0 {
             return;
@@ -228,14 +234,8 @@ mod x86 {
             let w = _mm256_maddubs_epi16(ones, b);
             let w = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
             // w: eight i32 sums of 4 quants; lanes 0..4 = quants 0..16 of this 32.
-            let lo = _mm256_castsi256_si128(w);
-            let hi = _mm256_extracti128_si256(w, 1);
-            let s0 = _mm_add_epi32(lo, _mm_unpackhi_epi64(lo, lo));
-            let s0 = _mm_add_epi32(s0, _mm_shuffle_epi32(s0, 1));
-            let s1 = _mm_add_epi32(hi, _mm_unpackhi_epi64(hi, hi));
-            let s1 = _mm_add_epi32(s1, _mm_shuffle_epi32(s1, 1));
-            let b0 = (_mm_cvtsi128_si32(s0) as i16).to_le_bytes();
-            let b1 = (_mm_cvtsi128_si32(s1) as i16).to_le_bytes();
+            let b0 = (hsum4(_mm256_castsi256_si128(w)) as i16).to_le_bytes();
+            let b1 = (hsum4(_mm256_extracti128_si256(w, 1)) as i16).to_le_bytes();
             out[260 + 4 * c..262 + 4 * c].copy_from_slice(&b0);
             out[262 + 4 * c..264 + 4 * c].copy_from_slice(&b1);
         }

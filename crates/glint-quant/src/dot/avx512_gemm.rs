@@ -172,6 +172,15 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// The largest packed token tile of activations of `n` elements over every format.
+pub fn max_tile_bytes(n: usize) -> usize {
+    [&Q4_K, &Q5_K, &Q6_K, &Q8_0]
+        .map(|f| n.div_ceil(f.qk) * f.packed)
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+}
+
 /// Sizes this thread's scratch for calls of up to `n_acts` activations of `n` elements, in
 /// every format, so that a step's calls within those sizes do not allocate.
 pub fn reserve(n: usize, n_acts: usize) {

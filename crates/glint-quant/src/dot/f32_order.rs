@@ -141,18 +141,22 @@ pub fn dot_f32_ordered_grid(a: &[f32], b: &[f32], dim: usize, out: &mut [f32], s
     }
 }
 
-/// The DSA indexer's head sums for eight keys: `out[j] = Σ_h ws[h]·ReLU(dots[8h + j])`, the
-/// heads in order, each step a multiply then an add from 0 (ReLU as `f32::max(x, 0)`, NaN to 0),
-/// for the `ws.len()` heads. The AVX2 path runs the eight keys in the lanes of one register.
-pub fn relu_weighted_sums8(dots: &[f32], ws: &[f32], out: &mut [f32; 8]) {
-    assert!(dots.len() >= ws.len() * 8, "relu sums extents");
+/// The DSA indexer's head sums for up to eight keys: `out[j] = Σ_h ws[h]·ReLU(dots[8h + j])`,
+/// the heads in order, each step a multiply then an add from 0 (ReLU as `f32::max(x, 0)`, NaN
+/// to 0), for the `ws.len()` heads and `j < out.len()`. The AVX2 path runs the eight keys in
+/// the lanes of one register (lanes past `out.len()` are computed and dropped).
+pub fn relu_weighted_sums8(dots: &[f32], ws: &[f32], out: &mut [f32]) {
+    assert!(
+        dots.len() >= ws.len() * 8 && out.len() <= 8,
+        "relu sums extents"
+    );
     #[cfg(target_arch = "x86_64")]
     if super::isa() != Isa::Scalar {
         // SAFETY: AVX2 is present (non-scalar family); extents checked above.
         unsafe {
             use std::arch::x86_64::*;
             #[target_feature(enable = "avx2,fma")]
-            unsafe fn run(dots: &[f32], ws: &[f32], out: &mut [f32; 8]) {
+            unsafe fn run(dots: &[f32], ws: &[f32], out: &mut [f32]) {
                 let z = _mm256_setzero_ps();
                 let mut acc = z;
                 for (h, &w) in ws.iter().enumerate() {
@@ -161,7 +165,9 @@ pub fn relu_weighted_sums8(dots: &[f32], ws: &[f32], out: &mut [f32; 8]) {
                     let d = _mm256_max_ps(_mm256_loadu_ps(dots.as_ptr().add(8 * h)), z);
                     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w), d));
                 }
-                _mm256_storeu_ps(out.as_mut_ptr(), acc);
+                let mut all = [0f32; 8];
+                _mm256_storeu_ps(all.as_mut_ptr(), acc);
+                out.copy_from_slice(&all[..out.len()]);
             }
             run(dots, ws, out);
         }
@@ -438,6 +444,12 @@ mod tests {
             let ws: Vec<f32> = (0..heads).map(|_| next()).collect();
             let mut got = [0f32; 8];
             relu_weighted_sums8(&dots, &ws, &mut got);
+            let mut part = [0f32; 3];
+            relu_weighted_sums8(&dots, &ws, &mut part);
+            assert_eq!(
+                part.map(f32::to_bits),
+                [got[0], got[1], got[2]].map(f32::to_bits)
+            );
             for (j, g) in got.iter().enumerate() {
                 let mut want = 0f32;
                 for h in 0..heads {

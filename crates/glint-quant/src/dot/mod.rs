@@ -347,6 +347,17 @@ pub fn reserve_gemm(n: usize, n_acts: usize) {
     let _ = (n, n_acts);
 }
 
+/// The largest [`GemmParts::tile_bytes`] of any type [`isa`] has a tile for, for activations of
+/// `n` elements; 0 when the family has no tiles.
+pub fn gemm_max_tile_bytes(n: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Avx512 {
+        return avx512_gemm::max_tile_bytes(n);
+    }
+    let _ = n;
+    0
+}
+
 /// The GEMM tile [`isa`] selects for `ty`, if it has one.
 pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
     gemm_kernel_for(ty, isa())
