@@ -3,8 +3,10 @@
 //! Integer parts are exact (products of a u8 weight code and an i8 activation summed with
 //! `vpmaddubsw`, whose i16 pair sums cannot saturate for these formats: the largest is
 //! 2 * 127 * 127 for IQ4 values), so each block's integer sum equals the scalar kernel's. The
-//! per-block float scaling is accumulated in eight f32 lanes, a different order from ggml's
-//! generic code, hence the small tolerance documented in the module above.
+//! per-block float scaling is accumulated in eight f32 lanes (Q8_0: llama.cpp's AVX2 order), or
+//! for Q4_K/Q5_K/Q6_K folded per block into one f32 sum (`x86_util::k4_fold` / `q6_fold`, the
+//! order `avx2_gemm`'s token-lane tiles can give each token too): either way a different order
+//! from ggml's generic code, hence the small tolerance documented in the module above.
 //!
 //! Each safe wrapper checks the slice lengths before entering the `unsafe` kernel; they are only
 //! handed out by [`kernel`] through `dot::kernel_for`, which first checks the CPU has AVX2.
@@ -350,7 +352,7 @@ unsafe fn words(lo: usize, hi: usize) -> __m256i {
 /// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block, one per byte, as words
 /// (the bit shuffle of [`k4_scales_mins`] without the round trip through byte arrays).
 #[inline(always)]
-unsafe fn k4_scales_mins_u64(q: *const u8) -> (u64, u64) {
+pub(super) unsafe fn k4_scales_mins_u64(q: *const u8) -> (u64, u64) {
     const KMASK1: u32 = 0x3f3f_3f3f;
     const KMASK2: u32 = 0x0f0f_0f0f;
     const KMASK3: u32 = 0x0303_0303;
@@ -364,21 +366,33 @@ unsafe fn k4_scales_mins_u64(q: *const u8) -> (u64, u64) {
     (sc, mn)
 }
 
-/// Per-row state of the Q4_K/Q5_K kernels for one block: the sub-block scales as i16 words in
-/// both 128-bit lanes, and the mins term folded into `acc_min`.
+/// The sub-block scales of a Q4_K/Q5_K block as i16 words, and its mins times the
+/// activation's 16-element sums as eight i32 lanes (whose sum is the block's mins term).
 #[inline(always)]
-unsafe fn k4_block_start(xb: *const u8, yd: f32, bsums: __m256i, acc_min: &mut __m256) -> __m256i {
+unsafe fn k4_block_start(xb: *const u8, bsums: __m256i) -> (__m128i, __m256i) {
     let (sc, mn) = k4_scales_mins_u64(xb.add(4));
     let m = _mm_cvtsi64_si128(mn as i64);
     let mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)), bsums);
-    let dmin = _mm256_set1_ps(yd * f16_at(xb.add(2)));
-    *acc_min = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), *acc_min);
-    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)))
+    (_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)), mins)
+}
+
+/// The block's two exact integer sums from its four scaled-product lanes and eight mins lanes:
+/// both reductions share each shuffle.
+#[inline(always)]
+unsafe fn k4_block_sums(sumi: __m128i, mins: __m256i) -> (i32, i32) {
+    let m = _mm_add_epi32(
+        _mm256_castsi256_si128(mins),
+        _mm256_extracti128_si256(mins, 1),
+    );
+    let v = _mm_hadd_epi32(sumi, m);
+    let v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0b10_11_00_01));
+    (_mm_cvtsi128_si32(v), _mm_extract_epi32(v, 2))
 }
 
 /// Q4_K (`Q5` false) or Q5_K, `R` rows a pass: each activation vector is loaded once for all
 /// rows, and each row's sub-block scales come from one `vpshufb` of a register instead of a
-/// scalar broadcast.
+/// scalar broadcast. The float work is [`k4_fold`]'s, per block, so the GEMM tiles of
+/// `avx2_gemm` (lanes are tokens) give each token these bits.
 #[inline(always)]
 unsafe fn k4_impl<const Q5: bool, const R: usize>(
     nb: usize,
@@ -387,19 +401,18 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
     y: *const u8,
 ) -> [f32; R] {
     let bs = if Q5 { 176 } else { 144 };
-    let mut acc = [_mm_setzero_ps(); R];
-    let mut acc_min = [_mm256_setzero_ps(); R];
+    let mut acc = [0f32; R];
     for i in 0..nb {
         let yb = y.add(i * 292);
-        let yd = f32_at(yb);
         let bsums = load256(yb.add(260));
         let mut sc16 = [_mm_setzero_si128(); R];
+        let mut mins = [_mm256_setzero_si256(); R];
         let mut qh = [_mm256_setzero_si256(); R];
         let mut sumi = [_mm_setzero_si128(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * bs);
             prefetch_ahead(xb, bs);
-            sc16[r] = _mm256_castsi256_si128(k4_block_start(xb, yd, bsums, &mut acc_min[r]));
+            (sc16[r], mins[r]) = k4_block_start(xb, bsums);
             if Q5 {
                 qh[r] = load256(xb.add(16));
             }
@@ -417,11 +430,11 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
             }
         }
         for r in 0..R {
-            let d = _mm_set1_ps(yd * f16_at(x.add(r * rb + i * bs)));
-            acc[r] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[r]), acc[r]);
+            let (s, m) = k4_block_sums(sumi[r], mins[r]);
+            acc[r] = k4_fold(acc[r], f32_at(yb), x.add(r * rb + i * bs), s, m);
         }
     }
-    std::array::from_fn(|r| hsum_ps128(acc[r]) - hsum_ps(acc_min[r]))
+    acc
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -438,7 +451,11 @@ unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
 /// block at `xb`; for Q5_K their fifth bits are bits `2j` / `2j + 1` of the `qh` bytes, moved
 /// to bit 4 by a compare and a mask (no shift carries a neighbouring byte's bits in).
 #[inline(always)]
-unsafe fn k4_codes<const Q5: bool>(xb: *const u8, qh: __m256i, j: usize) -> (__m256i, __m256i) {
+pub(super) unsafe fn k4_codes<const Q5: bool>(
+    xb: *const u8,
+    qh: __m256i,
+    j: usize,
+) -> (__m256i, __m256i) {
     let m4 = _mm256_set1_epi8(0x0f);
     let q4 = load256(xb.add(if Q5 { 48 } else { 16 } + 32 * j));
     let lo = _mm256_and_si256(q4, m4);
@@ -479,7 +496,7 @@ unsafe fn fold_madd(p: __m256i, s: __m128i) -> __m128i {
 /// nibbles for k < 2, else its high ones), bits 2k..2k+2 of `qh` as bits 4..6 — masked in place
 /// first so no shift carries a neighbouring byte's bits in.
 #[inline(always)]
-unsafe fn q6k_codes(ql: __m256i, qh: __m256i, k: usize, m4: __m256i) -> __m256i {
+pub(super) unsafe fn q6k_codes(ql: __m256i, qh: __m256i, k: usize, m4: __m256i) -> __m256i {
     let low = if k < 2 {
         _mm256_and_si256(ql, m4)
     } else {
@@ -506,8 +523,7 @@ unsafe fn k4_cols_impl<const Q5: bool>(
     out: &mut [f32; COLS],
 ) {
     let bs = if Q5 { 176 } else { 144 };
-    let mut acc = [_mm_setzero_ps(); COLS];
-    let mut acc_min = [_mm256_setzero_ps(); COLS];
+    let mut acc = [0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * bs);
         prefetch_ahead(xb, bs);
@@ -520,14 +536,7 @@ unsafe fn k4_cols_impl<const Q5: bool>(
         } else {
             _mm256_setzero_si256()
         };
-        let (wd, wdmin) = (f16_at(xb), f16_at(xb.add(2)));
         let mut sumi = [_mm_setzero_si128(); COLS];
-        for t in 0..COLS {
-            let yb = y[t].add(i * 292);
-            let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
-            let dmin = _mm256_set1_ps(f32_at(yb) * wdmin);
-            acc_min[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(mins), acc_min[t]);
-        }
         for j in 0..4 {
             let (lo, hi) = k4_codes::<Q5>(xb, qh, j);
             let sl = _mm_shuffle_epi8(sc16, word(2 * j));
@@ -540,21 +549,23 @@ unsafe fn k4_cols_impl<const Q5: bool>(
             }
         }
         for t in 0..COLS {
-            let d = _mm_set1_ps(f32_at(y[t].add(i * 292)) * wd);
-            acc[t] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(sumi[t]), acc[t]);
+            let yb = y[t].add(i * 292);
+            let mins = _mm256_madd_epi16(m16, load256(yb.add(260)));
+            let (s, m) = k4_block_sums(sumi[t], mins);
+            acc[t] = k4_fold(acc[t], f32_at(yb), xb, s, m);
         }
     }
-    *out = std::array::from_fn(|t| hsum_ps128(acc[t]) - hsum_ps(acc_min[t]));
+    *out = acc;
 }
 
 /// Q6_K, `R` rows a pass. The bias 32 of every code is taken out in integers, as
 /// `32 * sum(scale_j * bsums_j)` subtracted from the block's sum, so each block costs one
-/// conversion and one FMA. Chunk `k` of half `h` covers 16-weight groups `8h + 2k` (low lane)
+/// reduction and one FMA ([`q6_fold`]). Chunk `k` of half `h` covers 16-weight groups `8h + 2k` (low lane)
 /// and `8h + 2k + 1` (high lane), whose scales one `vpshufb` of that half's scale words gives.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [0f32; R];
     for i in 0..nb {
         let yb = y.add(i * 292);
         let yd = f32_at(yb);
@@ -585,11 +596,10 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
             }
         }
         for r in 0..R {
-            let d = _mm256_set1_ps(yd * f16_at(x.add(r * rb + i * 210 + 208)));
-            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = q6_fold(acc[r], yd, x.add(r * rb + i * 210), hsum_epi32(sumi[r]), 0);
         }
     }
-    acc.map(|a| hsum_ps(a))
+    acc
 }
 
 /// 128-bit lane `k` of `v` in both lanes (`vinserti128`; Zen 1 splits `vperm2i128` into 8
@@ -610,7 +620,7 @@ unsafe fn lanes_of(v: __m256i, k: usize) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); COLS];
+    let mut acc = [0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * 210);
         prefetch_ahead(xb, 210);
@@ -636,13 +646,17 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
                 }
             }
         }
-        let wd = f16_at(xb.add(208));
         for t in 0..COLS {
-            let d = _mm256_set1_ps(f32_at(y[t].add(i * 292)) * wd);
-            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = q6_fold(
+                acc[t],
+                f32_at(y[t].add(i * 292)),
+                xb,
+                hsum_epi32(sumi[t]),
+                0,
+            );
         }
     }
-    *out = acc.map(|a| hsum_ps(a));
+    *out = acc;
 }
 
 /// The eight scales of an IQ4_XS block (bias 32 removed) as i16 words, in both 128-bit lanes:

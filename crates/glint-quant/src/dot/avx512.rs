@@ -298,17 +298,6 @@ unsafe fn q4_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     acc
 }
 
-/// The float steps of every AVX-512 Q4_K/Q5_K kernel, one block at a time: the block's exact
-/// integer sums `s` (scaled codes x activations) and `m` (mins x activation sums) are scaled and
-/// added to the row's running sum in block order. Fixing the float work to these two fused
-/// multiply-adds per block is what lets the one-token kernels, the multi-token ones and the
-/// GEMM tiles of `avx512_gemm` (whose lanes are tokens) return the same bits for a token.
-#[inline(always)]
-pub(super) unsafe fn k4_fold(acc: f32, yd: f32, xb: *const u8, s: i32, m: i32) -> f32 {
-    let acc = (f16_at(xb) * yd).mul_add(s as f32, acc);
-    (-f16_at(xb.add(2)) * yd).mul_add(m as f32, acc)
-}
-
 /// [`q4_k_impl`] (`Q5` false) or [`q5_k_impl`] for COLS activation rows at once: each weight
 /// block's scales, mins and codes are decoded once, then every token runs exactly the single
 /// kernel's operations on its own accumulators (so each result has its bits).
@@ -463,14 +452,6 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         acc = q6_fold(acc, f32_at(yb), xb, _mm512_reduce_add_epi32(sumi), bias);
     }
     acc
-}
-
-/// The float step of every AVX-512 Q6_K kernel, per block and in block order: the exact
-/// integer `s - 32 * bias` (scaled codes x activations, less the codes' offset) times d x yd
-/// (see [`k4_fold`] for why it is fixed).
-#[inline(always)]
-pub(super) unsafe fn q6_fold(acc: f32, yd: f32, xb: *const u8, s: i32, bias: i32) -> f32 {
-    (yd * f16_at(xb.add(208))).mul_add((s - (bias << 5)) as f32, acc)
 }
 
 /// [`q6_k_impl`] for COLS activation rows: each block's 6-bit codes and scale vectors are

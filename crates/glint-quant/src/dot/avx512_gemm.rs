@@ -7,75 +7,21 @@
 //! they meet are broadcast from memory, and one `vpdpbusd` does 64 multiply-adds that all land
 //! in the right (row, token) sum. Sub-block scales are one `vpmulld` per 32 weights and the
 //! mins one `vpdpwssd` per pair of sub-blocks, all exact integers; the float work per block is
-//! `avx512::k4_fold`'s, so every token gets the bits the one-token kernel gives it.
+//! `x86_util::k4_fold`'s, so every token gets the bits the one-token kernel gives it.
 //!
 //! `vpdpbusd` multiplies unsigned by signed bytes, and the broadcast operand is the signed one:
 //! the weight codes (0..31) are broadcast as signed bytes and the activations stored as
 //! `q + 128` (unsigned); the `128 * sum(codes)` this adds is known per row and sub-block and
 //! taken off before scaling.
-//!
-//! Both sides are repacked into thread-local scratch, never into the caller's memory: a tile of
-//! 16 weight rows is decoded to bytes once and then met by every token tile (zero-copy weights
-//! stay zero-copy), and the activations of a call are transposed once into token tiles.
+//! The layout, scratch and driver are `gemm_tile`'s.
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 
 use glint_gguf::GgmlType;
 
 use super::avx512::{nibbles64, q5_codes64};
+use super::gemm_tile::*;
 use super::x86_util::*;
-use super::{GemmFn, GemmOut, GemmParts};
-
-/// Tokens per tile: the 16 i32 lanes of a zmm register.
-const TOK: usize = 16;
-/// Weight rows decoded together (their codes and block constants stay in L1/L2 while every
-/// token tile passes over them).
-const ROW_TILE: usize = 16;
-/// Most rows a kernel computes together against one activation load (each format picks its
-/// own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill).
-const R: usize = 8;
-/// Bytes of one Q8_K block (d, 256 quants, 16 bsums).
-const Q8K: usize = 292;
-/// Packed bytes of one token tile for one block: 64 dword vectors of `q + 128`, the 16 scales,
-/// 4 vectors of paired 32-element sums (Q4_K/Q5_K mins) and 8 of paired 16-element sums (Q6_K).
-const ACT_BLOCK: usize = 64 * 64 + 64 + 4 * 64 + 8 * 64;
-/// Where in a packed block the scales, the 32-element and the 16-element sums start.
-const YD_AT: usize = 4096;
-const BS32_AT: usize = YD_AT + 64;
-const BS16_AT: usize = BS32_AT + 4 * 64;
-/// Block constants of one row, as i32. Q4_K/Q5_K: eight sub-block scales, four mins pairs, the
-/// correction, d and -dmin (f32 bits). Q6_K: sixteen scales, eight scale pairs, the correction
-/// and d.
-const META: usize = 32;
-
-/// One weight format's tile: how its blocks and its partner's are laid out, and its kernels.
-struct Fmt {
-    ty: GgmlType,
-    /// Elements per block (the partner's blocks are cut to the same size).
-    qk: usize,
-    /// Bytes of one partner (activation) block.
-    act_block: usize,
-    /// Packed bytes of one block of a token tile.
-    packed: usize,
-    /// Decoded code bytes of one row-block, or 0 when the kernel reads the codes in place.
-    codes: usize,
-    /// i32 block constants of one row-block.
-    meta: usize,
-    pack: fn(nb: usize, lanes: &[&[u8]], tile: &mut [u8]),
-    decode: unsafe fn(nb: usize, row: *const u8, codes: &mut [u8], meta: &mut [i32]),
-    kernel: Kernel,
-    /// Rows the kernel computes together (at most [`R`]).
-    rows: usize,
-}
-
-type Kernel = unsafe fn(
-    nb: usize,
-    codes: [*const u8; R],
-    meta: [*const i32; R],
-    tile: *const u8,
-    out: &mut [[f32; TOK]; R],
-);
 
 static Q4_K: Fmt = Fmt {
     ty: GgmlType::Q4_K,
@@ -84,7 +30,7 @@ static Q4_K: Fmt = Fmt {
     packed: ACT_BLOCK,
     codes: 256,
     meta: META,
-    pack: pack_tile,
+    pack: pack_tile::<0x8080_8080>,
     decode: decode_row::<false>,
     kernel: tile_kernel::<4>,
     rows: 4,
@@ -114,262 +60,7 @@ static Q8_0: Fmt = Fmt {
     rows: 8,
 };
 
-/// The GEMM tile for `ty`, if there is one (the caller has checked the CPU has the family).
-pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
-    Some(match fmt(ty)?.ty {
-        GgmlType::Q4_K => |n, w, rows, act, n_acts, out| gemm(&Q4_K, n, w, rows, act, n_acts, out),
-        GgmlType::Q5_K => |n, w, rows, act, n_acts, out| gemm(&Q5_K, n, w, rows, act, n_acts, out),
-        GgmlType::Q6_K => |n, w, rows, act, n_acts, out| gemm(&Q6_K, n, w, rows, act, n_acts, out),
-        _ => |n, w, rows, act, n_acts, out| gemm(&Q8_0, n, w, rows, act, n_acts, out),
-    })
-}
-
-/// [`gemm_kernel`] in its two halves (see [`GemmParts`]).
-pub fn gemm_parts(ty: GgmlType) -> Option<GemmParts> {
-    macro_rules! parts {
-        ($f:expr) => {
-            GemmParts {
-                tile_bytes: |n| n / $f.qk * $f.packed,
-                pack: |n, act, count, tile| pack_lanes(&$f, n, act, 0, count, tile),
-                run: |n, w, rows, packed, n_acts, out| {
-                    SCRATCH.with_borrow_mut(|s| {
-                        let Scratch { codes, meta, .. } = s;
-                        run(&$f, n, w, rows, packed, n_acts, codes, meta, out)
-                    })
-                },
-            }
-        };
-    }
-    Some(match fmt(ty)?.ty {
-        GgmlType::Q4_K => parts!(Q4_K),
-        GgmlType::Q5_K => parts!(Q5_K),
-        GgmlType::Q6_K => parts!(Q6_K),
-        _ => parts!(Q8_0),
-    })
-}
-
-fn fmt(ty: GgmlType) -> Option<&'static Fmt> {
-    match ty {
-        GgmlType::Q4_K => Some(&Q4_K),
-        GgmlType::Q5_K => Some(&Q5_K),
-        GgmlType::Q6_K => Some(&Q6_K),
-        GgmlType::Q8_0 => Some(&Q8_0),
-        _ => None,
-    }
-}
-
-#[derive(Default)]
-struct Scratch {
-    /// Packed token tiles, `u64` storage for alignment.
-    act: Vec<u64>,
-    /// Decoded codes of a row tile: `ROW_TILE` rows of `nb * codes` bytes.
-    codes: Vec<u64>,
-    /// Block constants of a row tile: `ROW_TILE` rows of `nb * meta` i32.
-    meta: Vec<i32>,
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
-/// The largest packed token tile of activations of `n` elements over every format.
-pub fn max_tile_bytes(n: usize) -> usize {
-    [&Q4_K, &Q5_K, &Q6_K, &Q8_0]
-        .map(|f| n.div_ceil(f.qk) * f.packed)
-        .into_iter()
-        .max()
-        .unwrap_or(0)
-}
-
-/// Sizes this thread's scratch for calls of up to `n_acts` activations of `n` elements, in
-/// every format, so that a step's calls within those sizes do not allocate.
-pub fn reserve(n: usize, n_acts: usize) {
-    SCRATCH.with_borrow_mut(|s| {
-        for f in [&Q4_K, &Q5_K, &Q6_K, &Q8_0] {
-            let nb = n.div_ceil(f.qk);
-            grow(&mut s.act, n_acts.div_ceil(TOK) * nb * f.packed);
-            grow(&mut s.codes, ROW_TILE * nb * f.codes);
-            let meta = ROW_TILE * nb * f.meta;
-            if s.meta.len() < meta {
-                s.meta.resize(meta, 0);
-            }
-        }
-    });
-}
-
-/// The products of the `n_rows` rows of `w` (back to back, `n` elements each) and the `n_acts`
-/// partner rows `act(i)`, handed to `out` tile by tile as [`GemmFn`] says. Each value is bit for
-/// bit the AVX-512 one-token kernel's.
-///
-/// # Panics
-/// If a row or activation is not `n` elements long.
-fn gemm<'a>(
-    f: &Fmt,
-    n: usize,
-    w: &[u8],
-    n_rows: usize,
-    act: &dyn Fn(usize) -> &'a [u8],
-    n_acts: usize,
-    out: &mut GemmOut,
-) {
-    assert!(n.is_multiple_of(f.qk), "{} tile, n {n}", f.ty);
-    let tile_bytes = n / f.qk * f.packed;
-    let n_tiles = n_acts.div_ceil(TOK);
-    SCRATCH.with_borrow_mut(|s| {
-        let Scratch {
-            act: buf,
-            codes,
-            meta,
-        } = s;
-        grow(buf, n_tiles * tile_bytes);
-        let packed = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n_tiles * tile_bytes];
-        for (t, tile) in packed.chunks_exact_mut(tile_bytes).enumerate() {
-            pack_lanes(f, n, act, t * TOK, TOK.min(n_acts - t * TOK), tile);
-        }
-        run(f, n, w, n_rows, packed, n_acts, codes, meta, out);
-    });
-}
-
-/// Packs `act(first..first + count)` (at most [`TOK`]) into one token tile.
-fn pack_lanes<'a>(
-    f: &Fmt,
-    n: usize,
-    act: &dyn Fn(usize) -> &'a [u8],
-    first: usize,
-    count: usize,
-    tile: &mut [u8],
-) {
-    let ty = f.ty;
-    assert!(n.is_multiple_of(f.qk) && count <= TOK, "{ty} tile, n {n}");
-    let nb = n / f.qk;
-    assert_eq!(tile.len(), nb * f.packed, "{ty} tile bytes");
-    let mut lanes: [&[u8]; TOK] = [&[]; TOK];
-    for (j, lane) in lanes.iter_mut().enumerate().take(count) {
-        *lane = act(first + j);
-        assert_eq!(
-            lane.len(),
-            nb * f.act_block,
-            "{ty} tile: activation {} bytes",
-            first + j
-        );
-    }
-    (f.pack)(nb, &lanes[..count], tile);
-}
-
-/// The weight side of [`gemm`] against already packed token tiles (`n_acts` activations).
-#[allow(clippy::too_many_arguments)]
-fn run(
-    f: &Fmt,
-    n: usize,
-    w: &[u8],
-    n_rows: usize,
-    packed: &[u8],
-    n_acts: usize,
-    codes: &mut Vec<u64>,
-    meta: &mut Vec<i32>,
-    out: &mut GemmOut,
-) {
-    let ty = f.ty;
-    assert!(n.is_multiple_of(f.qk), "{ty} tile, n {n}");
-    let nb = n / f.qk;
-    let rb = nb * ty.type_size();
-    assert_eq!(w.len(), n_rows * rb, "{ty} tile weight bytes");
-    let n_tiles = n_acts.div_ceil(TOK);
-    let tile_bytes = nb * f.packed;
-    assert!(packed.len() >= n_tiles * tile_bytes, "{ty} packed tiles");
-    let (row_codes, row_meta) = (nb * f.codes, nb * f.meta);
-    grow(codes, ROW_TILE * row_codes);
-    if meta.len() < ROW_TILE * row_meta {
-        meta.resize(ROW_TILE * row_meta, 0);
-    }
-    let codes = bytemuck::cast_slice_mut::<u64, u8>(codes);
-    for r0 in (0..n_rows).step_by(ROW_TILE) {
-        let rows = ROW_TILE.min(n_rows - r0);
-        for r in 0..rows {
-            let row = &w[(r0 + r) * rb..(r0 + r + 1) * rb];
-            let c = &mut codes[r * row_codes..(r + 1) * row_codes];
-            let m = &mut meta[r * row_meta..(r + 1) * row_meta];
-            // SAFETY: `row` is nb blocks of `ty`, `c` and `m` hold nb blocks' worth; the
-            // AVX-512 family (F/BW/VNNI) is what selected this path.
-            unsafe { (f.decode)(nb, row.as_ptr(), c, m) };
-        }
-        let code_ptr = |r: usize| {
-            if f.codes == 0 {
-                w[(r0 + r) * rb..].as_ptr()
-            } else {
-                codes[r * row_codes..].as_ptr()
-            }
-        };
-        for t in 0..n_tiles {
-            let tile = &packed[t * tile_bytes..(t + 1) * tile_bytes];
-            let valid = TOK.min(n_acts - t * TOK);
-            let mut r = 0;
-            while r < rows {
-                let take = f.rows.min(rows - r);
-                if t == 0 {
-                    // The next row tile's weights, a group at a time, so its decode finds
-                    // them in cache instead of stalling on memory between compute bursts.
-                    let next = (r0 + ROW_TILE + r).min(n_rows);
-                    let end = (next + take).min(n_rows);
-                    prefetch(&w[next * rb..end * rb]);
-                }
-                let mut res = [[0f32; TOK]; R];
-                let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
-                let mp: [*const i32; R] =
-                    std::array::from_fn(|k| meta[(r + k.min(take - 1)) * row_meta..].as_ptr());
-                // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
-                // valid row, whose results are dropped); the tile holds nb packed blocks.
-                unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
-                out(r0 + r, t * TOK, &res[..take], valid);
-                r += take;
-            }
-        }
-    }
-}
-
-fn prefetch(bytes: &[u8]) {
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch hint of an address inside a live slice; it never faults.
-        unsafe { _mm_prefetch(line.as_ptr() as *const i8, _MM_HINT_T1) };
-    }
-}
-
-fn grow(v: &mut Vec<u64>, bytes: usize) {
-    if v.len() * 8 < bytes {
-        v.resize(bytes.div_ceil(8), 0);
-    }
-}
-
-/// Transposes up to 16 Q8_K rows into one token tile: for each block, dword q of every token
-/// (as `q + 128`), then the tokens' scales, then their 32-element sums in i16 pairs. Lanes past
-/// the last token are zero, which adds nothing to any lane that is kept.
-fn pack_tile(nb: usize, lanes: &[&[u8]], tile: &mut [u8]) {
-    tile.fill(0);
-    for (t, a) in lanes.iter().enumerate() {
-        for b in 0..nb {
-            let src = &a[b * Q8K..(b + 1) * Q8K];
-            let dst = &mut tile[b * ACT_BLOCK..(b + 1) * ACT_BLOCK];
-            for q in 0..64 {
-                let v = u32::from_le_bytes(src[4 + 4 * q..8 + 4 * q].try_into().unwrap());
-                let o = (q * TOK + t) * 4;
-                dst[o..o + 4].copy_from_slice(&(v ^ 0x8080_8080).to_le_bytes());
-            }
-            dst[YD_AT + 4 * t..YD_AT + 4 * t + 4].copy_from_slice(&src[..4]);
-            let bsum = |k: usize| i16::from_le_bytes([src[260 + 2 * k], src[261 + 2 * k]]);
-            for p in 0..4 {
-                let lo = bsum(4 * p) + bsum(4 * p + 1);
-                let hi = bsum(4 * p + 2) + bsum(4 * p + 3);
-                let v = (lo as u16 as u32) | ((hi as u16 as u32) << 16);
-                let o = BS32_AT + (p * TOK + t) * 4;
-                dst[o..o + 4].copy_from_slice(&v.to_le_bytes());
-            }
-            for p in 0..8 {
-                let o = BS16_AT + (p * TOK + t) * 4;
-                dst[o..o + 4].copy_from_slice(&src[260 + 4 * p..264 + 4 * p]);
-            }
-        }
-    }
-}
+tile_entries!(Q4_K => Q4_K, Q5_K => Q5_K, Q6_K => Q6_K, Q8_0 => Q8_0);
 
 /// One Q4_K (`Q5` false) or Q5_K row to element-order codes (`nb * 256` bytes) and per-block
 /// constants.
@@ -563,27 +254,6 @@ unsafe fn tile_kernel_q6<const RN: usize>(
     }
     for r in 0..RN {
         _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
-    }
-}
-
-/// Packed bytes of one Q8_0 block of a token tile: 8 dword vectors of `q + 128`, the scales.
-const Q8_0_PACKED: usize = 8 * 64 + 64;
-
-/// [`pack_tile`] for Q8_0 activations (32-element blocks, f16 scale first).
-fn pack_tile_q8_0(nb: usize, lanes: &[&[u8]], tile: &mut [u8]) {
-    tile.fill(0);
-    for (t, a) in lanes.iter().enumerate() {
-        for b in 0..nb {
-            let src = &a[b * 34..(b + 1) * 34];
-            let dst = &mut tile[b * Q8_0_PACKED..(b + 1) * Q8_0_PACKED];
-            for q in 0..8 {
-                let v = u32::from_le_bytes(src[2 + 4 * q..6 + 4 * q].try_into().unwrap());
-                let o = (q * TOK + t) * 4;
-                dst[o..o + 4].copy_from_slice(&(v ^ 0x8080_8080).to_le_bytes());
-            }
-            let d = half::f16::from_le_bytes([src[0], src[1]]).to_f32();
-            dst[512 + 4 * t..516 + 4 * t].copy_from_slice(&d.to_le_bytes());
-        }
     }
 }
 

@@ -17,6 +17,8 @@ mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_gemm;
+#[cfg(target_arch = "x86_64")]
 mod avx2_iq1;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -25,6 +27,8 @@ mod avx512_gemm;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
 mod f32_order;
+#[cfg(target_arch = "x86_64")]
+mod gemm_tile;
 mod scalar_float;
 mod scalar_iq;
 mod scalar_k;
@@ -325,7 +329,8 @@ pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
     {
         match isa {
             Isa::Avx512 => avx512_gemm::gemm_kernel(ty),
-            _ => None,
+            Isa::Avx2 => avx2_gemm::gemm_kernel(ty),
+            Isa::Scalar => None,
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -340,8 +345,10 @@ pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
 /// allocate. Nothing when the family has no tiles.
 pub fn reserve_gemm(n: usize, n_acts: usize) {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512 {
-        avx512_gemm::reserve(n, n_acts);
+    match isa() {
+        Isa::Avx512 => avx512_gemm::reserve(n, n_acts),
+        Isa::Avx2 => avx2_gemm::reserve(n, n_acts),
+        Isa::Scalar => {}
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (n, n_acts);
@@ -351,11 +358,16 @@ pub fn reserve_gemm(n: usize, n_acts: usize) {
 /// `n` elements; 0 when the family has no tiles.
 pub fn gemm_max_tile_bytes(n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512 {
-        return avx512_gemm::max_tile_bytes(n);
+    match isa() {
+        Isa::Avx512 => avx512_gemm::max_tile_bytes(n),
+        Isa::Avx2 => avx2_gemm::max_tile_bytes(n),
+        Isa::Scalar => 0,
     }
-    let _ = n;
-    0
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = n;
+        0
+    }
 }
 
 /// The GEMM tile [`isa`] selects for `ty`, if it has one.
@@ -366,11 +378,16 @@ pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
 /// [`gemm_kernel`] in its two halves (see [`GemmParts`]); the same bits.
 pub fn gemm_parts(ty: GgmlType) -> Option<GemmParts> {
     #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512 {
-        return avx512_gemm::gemm_parts(ty);
+    match isa() {
+        Isa::Avx512 => avx512_gemm::gemm_parts(ty),
+        Isa::Avx2 => avx2_gemm::gemm_parts(ty),
+        Isa::Scalar => None,
     }
-    let _ = ty;
-    None
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        None
+    }
 }
 
 /// The multi-token kernel [`isa`] selects for `ty`, if it has one.

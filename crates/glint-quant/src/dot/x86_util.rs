@@ -44,14 +44,6 @@ pub unsafe fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Horizontal sum of four f32 lanes.
-#[inline(always)]
-pub unsafe fn hsum_ps128(s: __m128) -> f32 {
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
-}
-
 /// Horizontal sum of eight i32 lanes (exact while the true sum fits in an i32).
 #[inline(always)]
 pub unsafe fn hsum_epi32(v: __m256i) -> i32 {
@@ -154,4 +146,23 @@ pub unsafe fn prefetch_ahead(p: *const u8, len: usize) {
         );
         off += 64;
     }
+}
+
+/// The float steps of every SIMD Q4_K/Q5_K kernel (AVX2 and AVX-512), one block at a time: the
+/// block's exact integer sums `s` (scaled codes x activations) and `m` (mins x activation sums)
+/// are scaled and added to the row's running sum in block order. Fixing the float work to these
+/// two fused multiply-adds per block is what lets a family's one-token kernels, its multi-token
+/// ones and its GEMM tiles (whose lanes are tokens) return the same bits for a token.
+#[inline(always)]
+pub unsafe fn k4_fold(acc: f32, yd: f32, xb: *const u8, s: i32, m: i32) -> f32 {
+    let acc = (f16_at(xb) * yd).mul_add(s as f32, acc);
+    (-f16_at(xb.add(2)) * yd).mul_add(m as f32, acc)
+}
+
+/// The float step of every SIMD Q6_K kernel, per block and in block order: the exact integer
+/// `s - 32 * bias` (scaled codes x activations, less the codes' offset) times d x yd (see
+/// [`k4_fold`] for why it is fixed).
+#[inline(always)]
+pub unsafe fn q6_fold(acc: f32, yd: f32, xb: *const u8, s: i32, bias: i32) -> f32 {
+    (yd * f16_at(xb.add(208))).mul_add((s - (bias << 5)) as f32, acc)
 }
