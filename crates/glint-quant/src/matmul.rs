@@ -90,7 +90,7 @@ pub struct MatmulScratch {
     pub(crate) slots: Vec<u32>,
     pub(crate) tasks: Vec<(u32, u32, u32)>,
     /// The activations of a batched call packed into GEMM token tiles, shared by its tasks.
-    pub(crate) packed: Vec<u64>,
+    pub(crate) packed: Vec<dot::Line>,
 }
 
 impl MatmulScratch {
@@ -149,9 +149,7 @@ impl MatmulScratch {
             .map(|&(batch, cols)| batch.div_ceil(16) * dot::gemm_max_tile_bytes(cols))
             .max()
             .unwrap_or(0);
-        if self.packed.len() * 8 < bytes {
-            self.packed.resize(bytes.div_ceil(8), 0);
-        }
+        dot::line_bytes(&mut self.packed, bytes);
     }
 }
 
@@ -385,15 +383,12 @@ fn gemm_once(
     w: &QWeight,
     (act, stride): (&[u8], usize),
     batch: usize,
-    packed: &mut Vec<u64>,
+    packed: &mut Vec<dot::Line>,
     y: &mut [f32],
 ) {
     let tile_bytes = (g.tile_bytes)(w.cols);
     let n_tiles = batch.div_ceil(16);
-    if packed.len() * 8 < n_tiles * tile_bytes {
-        packed.resize((n_tiles * tile_bytes).div_ceil(8), 0);
-    }
-    let packed = &mut bytemuck::cast_slice_mut::<u64, u8>(packed)[..n_tiles * tile_bytes];
+    let packed = dot::line_bytes(packed, n_tiles * tile_bytes);
     packed
         .par_chunks_mut(tile_bytes)
         .enumerate()

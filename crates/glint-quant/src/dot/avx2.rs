@@ -182,7 +182,7 @@ unsafe fn q8_0_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
             let xb = x.add(r * rb + i * 34);
             // Blocks are 34 bytes, so one line ahead per two blocks covers the stream.
             if i % 2 == 0 {
-                prefetch_ahead(xb, 64);
+                prefetch_ahead_avx2(xb, 64);
             }
             let d = _mm256_set1_ps(f16_at(xb) * yd);
             let p = dot_i8_avx2(load256(xb.add(2)), qy);
@@ -200,7 +200,7 @@ unsafe fn q8_0_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
     for i in 0..nb {
         let xb = x.add(i * 34);
         if i % 2 == 0 {
-            prefetch_ahead(xb, 64);
+            prefetch_ahead_avx2(xb, 64);
         }
         let (wd, qx) = (f16_at(xb), load256(xb.add(2)));
         for (t, a) in acc.iter_mut().enumerate() {
@@ -220,7 +220,7 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 18), y.add(i * 34));
-        prefetch_ahead(xb, 18);
+        prefetch_ahead_avx2(xb, 18);
         let d = _mm256_set1_ps(f16_at(xb) * f16_at(yb));
         let t = _mm_loadu_si128(xb.add(2) as *const __m128i);
         let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
@@ -258,7 +258,7 @@ unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_min = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 84), y.add(i * 292));
-        prefetch_ahead(xb, 84);
+        prefetch_ahead_avx2(xb, 84);
         let yd = f32_at(yb);
         let packed = _mm_loadu_si128(xb as *const __m128i);
         let scales = _mm256_broadcastsi128_si256(_mm_and_si128(packed, m4));
@@ -314,7 +314,7 @@ unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc_bias = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 110), y.add(i * 292));
-        prefetch_ahead(xb, 110);
+        prefetch_ahead_avx2(xb, 110);
         let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb.add(108)));
         let sc = q3k_scales_i8(xb.add(96));
         let sb = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load256(yb.add(260)));
@@ -411,7 +411,7 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
         let mut sumi = [_mm_setzero_si128(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * bs);
-            prefetch_ahead(xb, bs);
+            prefetch_ahead_avx2(xb, bs);
             (sc16[r], mins[r]) = k4_block_start(xb, bsums);
             if Q5 {
                 qh[r] = load256(xb.add(16));
@@ -526,7 +526,7 @@ unsafe fn k4_cols_impl<const Q5: bool>(
     let mut acc = [0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * bs);
-        prefetch_ahead(xb, bs);
+        prefetch_ahead_avx2(xb, bs);
         let (sc, mn) = k4_scales_mins_u64(xb.add(4));
         let m = _mm_cvtsi64_si128(mn as i64);
         let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
@@ -574,7 +574,7 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
         let mut sumi = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 210);
-            prefetch_ahead(xb, 210);
+            prefetch_ahead_avx2(xb, 210);
             let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
             sumi[r] = _mm256_sub_epi32(
                 _mm256_setzero_si256(),
@@ -623,7 +623,7 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
     let mut acc = [0f32; COLS];
     for i in 0..nb {
         let xb = x.add(i * 210);
-        prefetch_ahead(xb, 210);
+        prefetch_ahead_avx2(xb, 210);
         let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
         let sc_half = [lanes_of(s16, 0), lanes_of(s16, 1)];
         let sumi0 = |t: usize| {
@@ -702,7 +702,7 @@ unsafe fn iq4_xs_impl<const R: usize>(
         let mut sumi = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 136);
-            prefetch_ahead(xb, 136);
+            prefetch_ahead_avx2(xb, 136);
             sc16[r] = iq4xs_scales16(xb);
         }
         for p in 0..4 {
@@ -747,7 +747,7 @@ unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 66), y.add(i * 292));
-        prefetch_ahead(xb, 66);
+        prefetch_ahead_avx2(xb, 66);
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
             let q = xb.add(2 + 8 * ib);
@@ -775,7 +775,7 @@ unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 98), y.add(i * 292));
-        prefetch_ahead(xb, 98);
+        prefetch_ahead_avx2(xb, 98);
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
             let q3 = xb.add(2 + 8 * ib);
@@ -833,7 +833,7 @@ unsafe fn float_impl<const KIND: usize>(n: usize, x: *const u8, y: *const u8) ->
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i + 32 <= n {
-        prefetch_ahead(x.add(i * es), 32 * es);
+        prefetch_ahead_avx2(x.add(i * es), 32 * es);
         for (k, a) in acc.iter_mut().enumerate() {
             let off = (i + 8 * k) * es;
             *a = _mm256_fmadd_ps(load8::<KIND>(x.add(off)), load8::<KIND>(y.add(off)), *a);

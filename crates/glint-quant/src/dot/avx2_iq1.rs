@@ -26,7 +26,7 @@ pub unsafe fn iq1_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let mut sumf = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 50), y.add(i * 292));
-        prefetch_ahead(xb, 50);
+        prefetch_ahead_avx2(xb, 50);
         let mut acc = _mm256_setzero_si256();
         let (mut shift, mut sumi1) = (0i32, 0i32);
         for ib in 0..8 {

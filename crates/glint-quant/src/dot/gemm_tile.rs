@@ -12,7 +12,7 @@ use std::cell::RefCell;
 
 use glint_gguf::GgmlType;
 
-use super::GemmOut;
+use super::{line_bytes, GemmOut, Line};
 
 /// Tokens per tile: the 16 i32 lanes of a zmm register.
 pub const TOK: usize = 16;
@@ -66,8 +66,8 @@ pub type Kernel = unsafe fn(
 
 #[derive(Default)]
 struct Scratch {
-    /// Packed token tiles, `u64` storage for alignment.
-    act: Vec<u64>,
+    /// Packed token tiles.
+    act: Vec<Line>,
     /// Decoded codes of a row tile: `ROW_TILE` rows of `nb * codes` bytes.
     codes: Vec<u64>,
     /// Block constants of a row tile: `ROW_TILE` rows of `nb * meta` i32.
@@ -92,7 +92,7 @@ pub fn reserve(fmts: &[&Fmt], n: usize, n_acts: usize) {
     SCRATCH.with_borrow_mut(|s| {
         for f in fmts {
             let nb = n.div_ceil(f.qk);
-            grow(&mut s.act, n_acts.div_ceil(TOK) * nb * f.packed);
+            line_bytes(&mut s.act, n_acts.div_ceil(TOK) * nb * f.packed);
             grow(&mut s.codes, ROW_TILE * nb * f.codes);
             let meta = ROW_TILE * nb * f.meta;
             if s.meta.len() < meta {
@@ -126,8 +126,7 @@ pub fn gemm<'a>(
             codes,
             meta,
         } = s;
-        grow(buf, n_tiles * tile_bytes);
-        let packed = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n_tiles * tile_bytes];
+        let packed = line_bytes(buf, n_tiles * tile_bytes);
         for (t, tile) in packed.chunks_exact_mut(tile_bytes).enumerate() {
             pack_lanes(f, n, act, t * TOK, TOK.min(n_acts - t * TOK), tile);
         }
@@ -262,8 +261,9 @@ fn grow(v: &mut Vec<u64>, bytes: usize) {
 }
 
 /// Transposes up to 16 Q8_K rows into one token tile: for each block, dword q of every token
-/// (XORed with `FLIP`: `0x8080_8080` stores `q + 128` for kernels that need unsigned bytes), then the tokens' scales, then their 32-element sums in i16 pairs. Lanes past
-/// the last token are zero, which adds nothing to any lane that is kept.
+/// (XORed with `FLIP`: `0x8080_8080` stores `q + 128` for kernels that need unsigned bytes),
+/// then the tokens' scales, then their 32-element sums in i16 pairs. Lanes past the last token
+/// are zero, which adds nothing to any lane that is kept.
 pub fn pack_tile<const FLIP: u32>(nb: usize, lanes: &[&[u8]], tile: &mut [u8]) {
     tile.fill(0);
     for (t, a) in lanes.iter().enumerate() {

@@ -121,6 +121,26 @@ pub type GemmPackFn =
 /// Receives a [`GemmFn`]'s results a tile at a time: `(r0, i0, vals, lanes)`.
 pub type GemmOut<'o> = dyn FnMut(usize, usize, &[[f32; 16]], usize) + 'o;
 
+/// One cache line of scratch: GEMM token tiles are stored in these so that every vector load
+/// of a tile is aligned to its width (a 32- or 64-byte load from an 8-byte aligned buffer
+/// splits over two lines half or all of the time, which costs a second load each).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub [u8; 64]);
+
+// SAFETY: 64 bytes, no padding, any bit pattern valid.
+unsafe impl bytemuck::Zeroable for Line {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Line {}
+
+/// The first `bytes` of `v` as bytes, growing it (zero-filled) as needed.
+pub(crate) fn line_bytes(v: &mut Vec<Line>, bytes: usize) -> &mut [u8] {
+    if v.len() * 64 < bytes {
+        v.resize(bytes.div_ceil(64), Line([0; 64]));
+    }
+    &mut bytemuck::cast_slice_mut::<Line, u8>(v)[..bytes]
+}
+
 /// Which instruction-set family the kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
