@@ -4,10 +4,10 @@
 //! As in `avx512_gemm`, the lanes are tokens: four activation bytes of each token sit in one
 //! 32-bit lane (tokens 0..8 in one register, 8..16 in the next) and the four weight codes they
 //! meet are broadcast. Without `vpdpbusd`, `vpmaddubsw` multiplies and adds pairs into i16 and
-//! those are summed in i16 for as many steps as cannot overflow (codes below 16: a whole
-//! 32-weight sub-block, 16 x 15 x 128 x 2 < 2^15; below 32: half of one; Q6_K's six bits: 8
-//! weights), then one `vpmaddwd` against the sub-block scale word turns them into scaled i32
-//! sums. The weight codes are the unsigned operand, so unlike `avx512_gemm` the activations
+//! those are summed in i16 for as many steps as cannot overflow: each i16 lane then holds the
+//! products of one token's bytes with 16 codes below 16 (a whole Q4_K sub-block, 16 x 15 x 128
+//! < 2^15), 8 below 32 (half a Q5_K one) or 4 below 64 (a quarter of a Q6_K one). One
+//! `vpmaddwd` against the sub-block scale word then turns them into scaled i32 sums. The weight codes are the unsigned operand, so unlike `avx512_gemm` the activations
 //! stay signed and need no offset correction.
 //!
 //! The mins (Q4_K/Q5_K) and the codes' offset of 32 (Q6_K) are one `vpmaddwd` per pair of
