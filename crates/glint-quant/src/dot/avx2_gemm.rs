@@ -100,43 +100,11 @@ unsafe fn tile_k4<const RN: usize, const STEP: usize>(
     tile: *const u8,
     out: &mut [[f32; TOK]; R],
 ) {
-    let z = _mm256_setzero_si256();
     let mut acc = [[_mm256_setzero_ps(); 2]; RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [[z; 2]; RN];
-        for sb in 0..8 {
-            for c in 0..8 / STEP {
-                let mut p = [[z; 2]; RN];
-                for k in STEP * c..STEP * (c + 1) {
-                    let q = 8 * sb + k;
-                    let a0 = load256(ab.add(64 * q));
-                    let a1 = load256(ab.add(64 * q + 32));
-                    for r in 0..RN {
-                        let wc = (codes[r].add(b * 256 + 4 * q) as *const i32).read_unaligned();
-                        let w = _mm256_set1_epi32(wc);
-                        p[r][0] = _mm256_add_epi16(p[r][0], _mm256_maddubs_epi16(w, a0));
-                        p[r][1] = _mm256_add_epi16(p[r][1], _mm256_maddubs_epi16(w, a1));
-                    }
-                }
-                for r in 0..RN {
-                    let sc = _mm256_set1_epi32(*meta[r].add(b * META + sb));
-                    for h in 0..2 {
-                        s[r][h] = _mm256_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], sc));
-                    }
-                }
-            }
-        }
-        let mut m = [[z; 2]; RN];
-        for pi in 0..4 {
-            let bs = [0, 32].map(|h| load256(ab.add(BS32_AT + 64 * pi + h)));
-            for r in 0..RN {
-                let mp = _mm256_set1_epi32(*meta[r].add(b * META + 8 + pi));
-                for h in 0..2 {
-                    m[r][h] = _mm256_add_epi32(m[r][h], _mm256_madd_epi16(bs[h], mp));
-                }
-            }
-        }
+        let s = scaled_sums::<RN, STEP, 8>(ab, &codes, &meta, b);
+        let m = pair_sums::<RN, 4>(ab.add(BS32_AT), &meta, b * META + 8);
         let yd = [0, 32].map(|h| _mm256_loadu_ps(ab.add(YD_AT + h) as *const f32));
         for r in 0..RN {
             let mb = meta[r].add(b * META);
@@ -153,6 +121,64 @@ unsafe fn tile_k4<const RN: usize, const STEP: usize>(
         }
     }
     store(&acc, out);
+}
+
+/// Block `b`'s scaled code x activation sums of `RN` rows against a token tile (`ab`, the
+/// block's packed activations): sub-blocks of `PER_SB` four-weight steps, each scaled by its
+/// row's scale word (meta `b * META + sub-block`), summed in i16 `STEP` steps at a time.
+#[inline(always)]
+unsafe fn scaled_sums<const RN: usize, const STEP: usize, const PER_SB: usize>(
+    ab: *const u8,
+    codes: &[*const u8; R],
+    meta: &[*const i32; R],
+    b: usize,
+) -> [[__m256i; 2]; RN] {
+    let z = _mm256_setzero_si256();
+    let mut s = [[z; 2]; RN];
+    for sb in 0..64 / PER_SB {
+        for c in 0..PER_SB / STEP {
+            let mut p = [[z; 2]; RN];
+            for k in STEP * c..STEP * (c + 1) {
+                let q = PER_SB * sb + k;
+                let a0 = load256(ab.add(64 * q));
+                let a1 = load256(ab.add(64 * q + 32));
+                for r in 0..RN {
+                    let wc = (codes[r].add(b * 256 + 4 * q) as *const i32).read_unaligned();
+                    let w = _mm256_set1_epi32(wc);
+                    p[r][0] = _mm256_add_epi16(p[r][0], _mm256_maddubs_epi16(w, a0));
+                    p[r][1] = _mm256_add_epi16(p[r][1], _mm256_maddubs_epi16(w, a1));
+                }
+            }
+            for r in 0..RN {
+                let sc = _mm256_set1_epi32(*meta[r].add(b * META + sb));
+                for h in 0..2 {
+                    s[r][h] = _mm256_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], sc));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// `N` vectors of paired activation sums at `at` times each row's i16 pairs from meta index
+/// `m0 + i` (the Q4_K/Q5_K mins, the Q6_K scales for the codes' offset), summed.
+#[inline(always)]
+unsafe fn pair_sums<const RN: usize, const N: usize>(
+    at: *const u8,
+    meta: &[*const i32; R],
+    m0: usize,
+) -> [[__m256i; 2]; RN] {
+    let mut m = [[_mm256_setzero_si256(); 2]; RN];
+    for i in 0..N {
+        let bs = [0, 32].map(|h| load256(at.add(64 * i + h)));
+        for r in 0..RN {
+            let mp = _mm256_set1_epi32(*meta[r].add(m0 + i));
+            for h in 0..2 {
+                m[r][h] = _mm256_add_epi32(m[r][h], _mm256_madd_epi16(bs[h], mp));
+            }
+        }
+    }
+    m
 }
 
 #[inline(always)]
@@ -202,43 +228,11 @@ unsafe fn tile_q6<const RN: usize>(
     tile: *const u8,
     out: &mut [[f32; TOK]; R],
 ) {
-    let z = _mm256_setzero_si256();
     let mut acc = [[_mm256_setzero_ps(); 2]; RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [[z; 2]; RN];
-        for sb in 0..16 {
-            for c in 0..2 {
-                let mut p = [[z; 2]; RN];
-                for k in 2 * c..2 * c + 2 {
-                    let q = 4 * sb + k;
-                    let a0 = load256(ab.add(64 * q));
-                    let a1 = load256(ab.add(64 * q + 32));
-                    for r in 0..RN {
-                        let wc = (codes[r].add(b * 256 + 4 * q) as *const i32).read_unaligned();
-                        let w = _mm256_set1_epi32(wc);
-                        p[r][0] = _mm256_add_epi16(p[r][0], _mm256_maddubs_epi16(w, a0));
-                        p[r][1] = _mm256_add_epi16(p[r][1], _mm256_maddubs_epi16(w, a1));
-                    }
-                }
-                for r in 0..RN {
-                    let sc = _mm256_set1_epi32(*meta[r].add(b * META + sb));
-                    for h in 0..2 {
-                        s[r][h] = _mm256_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], sc));
-                    }
-                }
-            }
-        }
-        let mut bias = [[z; 2]; RN];
-        for pi in 0..8 {
-            let bs = [0, 32].map(|h| load256(ab.add(BS16_AT + 64 * pi + h)));
-            for r in 0..RN {
-                let sp = _mm256_set1_epi32(*meta[r].add(b * META + 16 + pi));
-                for h in 0..2 {
-                    bias[r][h] = _mm256_add_epi32(bias[r][h], _mm256_madd_epi16(bs[h], sp));
-                }
-            }
-        }
+        let s = scaled_sums::<RN, 2, 4>(ab, &codes, &meta, b);
+        let bias = pair_sums::<RN, 8>(ab.add(BS16_AT), &meta, b * META + 16);
         let yd = [0, 32].map(|h| _mm256_loadu_ps(ab.add(YD_AT + h) as *const f32));
         for r in 0..RN {
             let d = _mm256_set1_ps(f32::from_bits(*meta[r].add(b * META + 24) as u32));
