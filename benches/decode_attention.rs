@@ -8,7 +8,8 @@
 //!
 //! `cargo bench --bench decode_attention`; environment knobs (defaults in brackets):
 //! `GLINT_BENCH_CTX` [`1024,4096,16384,65536`] cached keys per step, `GLINT_BENCH_THREADS` [`2`],
-//! `GLINT_BENCH_SECS` [`2`] criterion measurement time per benchmark.
+//! `GLINT_BENCH_SECS` [`2`] criterion measurement time per benchmark, `GLINT_BENCH_INDEX_CACHE`
+//! [`f32`] the indexer keys' cache type (`q8` makes the scan integer).
 //!
 //! Shapes are GLM-5's: 64 heads, absorbed query 64 × 576 (kv_lora 512 + rope 64) over a
 //! 576-wide latent cache row, value = the first 512; indexer 32 heads × 128, top_k 2048.
@@ -149,6 +150,10 @@ fn bench(c: &mut Criterion) {
     let secs = env_list("GLINT_BENCH_SECS", "2")[0] as u64;
     let threads = env_list("GLINT_BENCH_THREADS", "2")[0];
     let ctxs = env_list("GLINT_BENCH_CTX", "1024,4096,16384,65536");
+    let index_ty: CacheType = std::env::var("GLINT_BENCH_INDEX_CACHE")
+        .unwrap_or_else(|_| "f32".into())
+        .parse()
+        .unwrap_or_else(|e| panic!("GLINT_BENCH_INDEX_CACHE: {e}"));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -210,16 +215,20 @@ fn bench(c: &mut Criterion) {
         .collect();
     let mut out = vec![0f32; N_HEADS * KV_LORA];
     for &n_kv in &ctxs {
-        let as_cache = |rows: Vec<f32>, dim: usize| {
+        let as_cache = |rows: Vec<f32>, dim: usize, ty: CacheType| {
             let n = rows.len() / dim;
-            let mut c = be.alloc_cache(n, dim, CacheType::F32).expect("alloc_cache");
+            let mut c = be.alloc_cache(n, dim, ty).expect("alloc_cache");
             let slots: Vec<u32> = (0..n as u32).collect();
             be.cache_set_rows(&rows, &slots, n, &mut c)
                 .expect("cache_set_rows");
             c
         };
-        let cache = as_cache(random_f32(n_kv * DK, 10 + n_kv as u64), DK);
-        let keys = as_cache(random_f32(n_kv * IDX_DIM, 20 + n_kv as u64), IDX_DIM);
+        let cache = as_cache(random_f32(n_kv * DK, 10 + n_kv as u64), DK, CacheType::F32);
+        let keys = as_cache(
+            random_f32(n_kv * IDX_DIM, 20 + n_kv as u64),
+            IDX_DIM,
+            index_ty,
+        );
         let pos = vec![(n_kv - 1) as u32];
         // One sequence whose blocks are consecutive, as a fresh pool hands them out.
         let block_size = 64;
@@ -273,14 +282,15 @@ fn bench(c: &mut Criterion) {
         });
     }
 
-    summary(&ctxs, weight_bytes, threads);
+    summary(&ctxs, weight_bytes, threads, index_ty);
 }
 
-fn summary(ctxs: &[usize], weight_bytes: usize, threads: usize) {
+fn summary(ctxs: &[usize], weight_bytes: usize, threads: usize, index_ty: CacheType) {
     let wms = median_ms("weights_q4k_layer").unwrap_or(f64::NAN);
     let pms = median_ms("probe_same_bytes").unwrap_or(f64::NAN);
     eprintln!(
-        "\nGLM-5 decode step per layer, {threads} threads; Q4_K active weights {:.1} MB \
+        "\nGLM-5 decode step per layer, {threads} threads, {index_ty} indexer keys; Q4_K active \
+         weights {:.1} MB \
          streamed in {wms:.2} ms ({:.1} GB/s); streaming probe over the same bytes {pms:.2} ms \
          ({:.1} GB/s); weights / probe {:.0}%",
         weight_bytes as f64 / 1e6,

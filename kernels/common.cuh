@@ -67,6 +67,7 @@ __device__ __forceinline__ float block_max(float v, float* sh) {
 #define CACHE_F16 1
 #define CACHE_BF16 2
 #define CACHE_FP8 3
+#define CACHE_Q8 4
 
 // E4M3 (bias 7, S.1111.111 is NaN, no infinities) to f32, exact.
 __device__ __forceinline__ float fp8_to_f32(u8 b) {
@@ -95,6 +96,10 @@ __device__ __forceinline__ float cache_load(CacheView c, long long r, int i) {
         case CACHE_F32: return ((const float*)c.data)[at];
         case CACHE_F16: return __half2float(((const __half*)c.data)[at]);
         case CACHE_BF16: return __bfloat162float(((const __nv_bfloat16*)c.data)[at]);
+        case CACHE_Q8: {
+            const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
+            return (float)((const signed char*)c.data)[at] * scales[r];
+        }
         default: {
             const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
             return fp8_to_f32(c.data[at]) * scales[r];
@@ -122,6 +127,7 @@ __device__ __forceinline__ float cache_ld(const u8* data, const float* scales, l
     if (TY == CACHE_F32) return ((const float*)data)[at];
     if (TY == CACHE_F16) return __half2float(((const __half*)data)[at]);
     if (TY == CACHE_BF16) return __bfloat162float(((const __nv_bfloat16*)data)[at]);
+    if (TY == CACHE_Q8) return (float)((const signed char*)data)[at] * scales[r];
     return fp8_to_f32(data[at]) * scales[r];
 }
 
@@ -161,6 +167,7 @@ __device__ __forceinline__ void paged_load_tile(CacheView c, const long long* ro
         case CACHE_F32: paged_load_tile_t<CACHE_F32>(c, rows, nt, dim, st, dst); break;
         case CACHE_F16: paged_load_tile_t<CACHE_F16>(c, rows, nt, dim, st, dst); break;
         case CACHE_BF16: paged_load_tile_t<CACHE_BF16>(c, rows, nt, dim, st, dst); break;
+        case CACHE_Q8: paged_load_tile_t<CACHE_Q8>(c, rows, nt, dim, st, dst); break;
         default: paged_load_tile_t<CACHE_FP8>(c, rows, nt, dim, st, dst); break;
     }
 }

@@ -188,10 +188,20 @@ extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8
             if (isfinite(v)) m = fmaxf(m, fabsf(v));
         }
         m = block_max(m, sh);
-        float scale = m > 0.0f ? m / 448.0f : 1.0f;
         float* scales = (float*)(cache + cache_scale_offset(rows, dim));
-        if (threadIdx.x == 0) scales[r] = scale;
-        for (int c = threadIdx.x; c < dim; c += blockDim.x) cache[at + c] = f32_to_fp8(s[c] / scale);
+        if (ty == CACHE_Q8) {
+            // glint_core::cache_type::f32_to_q8: half away from zero, clamped, NaN to 0.
+            float scale = m > 0.0f ? m / 127.0f : 1.0f;
+            if (threadIdx.x == 0) scales[r] = scale;
+            for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+                float v = roundf(s[c] / scale);
+                ((signed char*)cache)[at + c] = isnan(v) ? 0 : (signed char)fminf(fmaxf(v, -127.0f), 127.0f);
+            }
+        } else {
+            float scale = m > 0.0f ? m / 448.0f : 1.0f;
+            if (threadIdx.x == 0) scales[r] = scale;
+            for (int c = threadIdx.x; c < dim; c += blockDim.x) cache[at + c] = f32_to_fp8(s[c] / scale);
+        }
     }
 }
 

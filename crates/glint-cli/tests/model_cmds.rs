@@ -144,11 +144,23 @@ fn cache_type_flag_selects_the_cache() {
         .map(|(g, w)| g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs())))
         .fold(0f32, f32::max);
     assert!(worst > 1e-3 && worst < 2e-2, "f16 cache: max |Δ| {worst}");
+    // q8 indexer keys alone: this prompt is shorter than the indexer's top-k, so every key is
+    // attended and the logits stay at f32's 2e-5 (an fp8 latent cache moves them by 0.8).
+    let worst = logits_with(&["--cache-type-index", "q8"])
+        .iter()
+        .map(|(g, w)| g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs())))
+        .fold(0f32, f32::max);
+    assert!(worst < 6e-5, "q8 indexer keys: max |Δ| {worst}");
     for (flag, value, want) in [
         (
             "--cache-type",
             "f8",
-            "unknown cache type 'f8' (expected f32, f16, bf16 or fp8)",
+            "unknown cache type 'f8' (expected f32, f16, bf16, fp8 or q8)",
+        ),
+        (
+            "--cache-type-index",
+            "bf16",
+            "indexer keys can be cached as f32, f16, fp8 or q8, not bf16",
         ),
         ("--ubatch", "0", "0 is not allowed"),
     ] {

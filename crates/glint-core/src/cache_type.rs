@@ -2,7 +2,9 @@
 //!
 //! A GLM-5 context of 200k tokens needs 44 GB of f32 latent cache per sequence; f16/bf16 halve
 //! it and fp8 (E4M3, one f32 scale per row, as FlashMLA's and vLLM's fp8 MLA caches) quarters
-//! it. Which one to use is a measured trade-off (docs/cache-types.md).
+//! it. q8 (int8 with one f32 scale per row) is as small as fp8 and is there for the indexer's
+//! keys: their scan is integer multiply-adds on the CPU, exact in any order, about twice as
+//! many per cycle as f32 FMAs. Which one to use is a measured trade-off (docs/cache-types.md).
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,24 +17,28 @@ pub enum CacheType {
     Bf16,
     /// OCP FP8 E4M3 ("e4m3fn": no infinities, max 448) with a per-row f32 scale `amax / 448`.
     Fp8,
+    /// Signed bytes in -127..=127 with a per-row f32 scale `amax / 127` (round half away from
+    /// zero, as llama.cpp's Q8_0), read back as `code · scale`.
+    Q8,
 }
 
 impl CacheType {
-    pub const ALL: [CacheType; 4] = [Self::F32, Self::F16, Self::Bf16, Self::Fp8];
+    pub const ALL: [CacheType; 5] = [Self::F32, Self::F16, Self::Bf16, Self::Fp8, Self::Q8];
     pub fn name(self) -> &'static str {
         match self {
             Self::F32 => "f32",
             Self::F16 => "f16",
             Self::Bf16 => "bf16",
             Self::Fp8 => "fp8",
+            Self::Q8 => "q8",
         }
     }
-    /// Bytes of one cached row of `dim` values (fp8 includes its scale).
+    /// Bytes of one cached row of `dim` values (fp8 and q8 include their scale).
     pub fn row_bytes(self, dim: usize) -> usize {
         match self {
             Self::F32 => 4 * dim,
             Self::F16 | Self::Bf16 => 2 * dim,
-            Self::Fp8 => dim + 4,
+            Self::Fp8 | Self::Q8 => dim + 4,
         }
     }
 }
@@ -49,7 +55,35 @@ impl FromStr for CacheType {
         Self::ALL
             .into_iter()
             .find(|t| t.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown cache type '{s}' (expected f32, f16, bf16 or fp8)"))
+            .ok_or_else(|| format!("unknown cache type '{s}' (expected f32, f16, bf16, fp8 or q8)"))
+    }
+}
+
+/// Largest q8 code magnitude.
+pub const Q8_MAX: f32 = 127.0;
+
+/// The q8 scale of a row: its largest finite magnitude over 127 (1 for an all-zero row, so
+/// nothing divides by zero; an infinity saturates instead of making every other value NaN).
+pub fn q8_scale(row: &[f32]) -> f32 {
+    let amax = row
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0f32, |m, &x| m.max(x.abs()));
+    if amax > 0.0 {
+        amax / Q8_MAX
+    } else {
+        1.0
+    }
+}
+
+/// The q8 code of `x` at `scale`: `x / scale` rounded half away from zero, clamped to ±127;
+/// NaN stores 0 (an int8 code has no NaN).
+pub fn f32_to_q8(x: f32, scale: f32) -> i8 {
+    let v = (x / scale).round();
+    if v.is_nan() {
+        0
+    } else {
+        v.clamp(-Q8_MAX, Q8_MAX) as i8
     }
 }
 

@@ -148,7 +148,8 @@ fn e4m3(c: u8) -> f64 {
 
 /// What a cache of type `ty` should hold for `row`: f16/bf16 by the `half` crate's rounding,
 /// fp8 as the nearest E4M3 value (ties to the even code, saturating at 448) of `x / scale`
-/// with `scale = max|x| / 448`, times the scale.
+/// with `scale = max|x| / 448`, times the scale; q8 as the nearest integer to `x / scale`
+/// (`scale = max|x| / 127`) times the scale.
 fn rounded(row: &[f32], ty: CacheType) -> Vec<f32> {
     match ty {
         CacheType::F32 => row.to_vec(),
@@ -160,6 +161,25 @@ fn rounded(row: &[f32], ty: CacheType) -> Vec<f32> {
             .iter()
             .map(|&x| half::bf16::from_f32(x).to_f32())
             .collect(),
+        CacheType::Q8 => {
+            let amax = row
+                .iter()
+                .filter(|x| x.is_finite())
+                .fold(0f32, |m, &x| m.max(x.abs()));
+            let scale = if amax > 0.0 { amax / 127.0 } else { 1.0 };
+            row.iter()
+                .map(|&x| {
+                    // Nearest integer to x / scale, halves away from zero, within ±127.
+                    let v = (x / scale) as f64;
+                    let c = if v.is_nan() {
+                        0.0
+                    } else {
+                        (v.abs() + 0.5).floor().min(127.0).copysign(v)
+                    };
+                    (c * scale as f64) as f32
+                })
+                .collect()
+        }
         CacheType::Fp8 => {
             let amax = row
                 .iter()
@@ -764,29 +784,32 @@ fn pool_row(tables: &[u32], max_blocks: usize, bs: usize, seq: usize, t: usize) 
 
 fn indexer<B: Backend>(be: &B) {
     let mut r = Rng(12);
-    let (bs, max_blocks, n_blocks, n_seqs) = (4, 5, 16, 2);
-    let (hi, d) = (3, 8);
-    let tables = scattered_tables(&mut r, n_seqs, max_blocks, n_blocks);
-    let keys = r.vec(n_blocks * bs * d, 1.0);
     // Tokens: two of sequence 0, three of sequence 1, at various positions.
     let token_seq = [0u32, 1, 0, 1, 1];
-    let pos = [3u32, 19, 12, 0, 7];
-    let n = pos.len();
-    let n_kv = 20;
-    let q = r.vec(n * hi * d, 1.0);
-    let w = r.vec(n * hi, 1.0);
-    for ty in CacheType::ALL {
-        indexer_with(
-            be,
-            ty,
-            &tables,
-            &keys,
-            &q,
-            &w,
-            &token_seq,
-            &pos,
-            (bs, max_blocks, hi, d, n_kv),
-        );
+    // Tiny widths, then GLM-5's (32 heads × 128, the widths the CPU's q8 scan has a SIMD
+    // kernel for) over blocks of 16 keys, with runs of keys that start and end inside blocks.
+    for (bs, max_blocks, n_blocks, hi, d, pos, n_kv) in [
+        (4, 5, 16, 3, 8, [3u32, 19, 12, 0, 7], 20),
+        (16, 20, 48, 32, 128, [70, 300, 5, 130, 17], 301),
+    ] {
+        let tables = scattered_tables(&mut r, 2, max_blocks, n_blocks);
+        let keys = r.vec(n_blocks * bs * d, 1.0);
+        let n = pos.len();
+        let q = r.vec(n * hi * d, 1.0);
+        let w = r.vec(n * hi, 1.0);
+        for ty in CacheType::ALL {
+            indexer_with(
+                be,
+                ty,
+                &tables,
+                &keys,
+                &q,
+                &w,
+                &token_seq,
+                &pos,
+                (bs, max_blocks, hi, d, n_kv),
+            );
+        }
     }
 }
 
@@ -836,20 +859,37 @@ fn indexer_with<B: Backend>(
             }
             let row = pool_row(tables, max_blocks, bs, seq, t);
             let k = &keys[row * d..(row + 1) * d];
-            let (mut v, mut m) = (0.0, 0.0);
+            let (mut v, mut m, mut quant) = (0.0, 0.0, 0.0);
             for j in 0..hi {
-                let (dd, dm) = dot(&q[(s * hi + j) * d..][..d], k);
+                let qj = &q[(s * hi + j) * d..][..d];
+                let (dd, dm) = dot(qj, k);
                 v += w[s * hi + j] as f64 * dd.max(0.0);
                 m += (w[s * hi + j] as f64).abs() * dm;
+                // A q8 key pool may score with the query rounded to int8 per head as well
+                // (the CPU does): each element moves by at most half a step, max|q| / 254,
+                // so the dot by at most that times Σ|k| (ReLU does not widen it).
+                let amax = qj.iter().fold(0f64, |a, &x| a.max((x as f64).abs()));
+                let ksum: f64 = k.iter().map(|&x| (x as f64).abs()).sum();
+                quant += (w[s * hi + j] as f64).abs() * amax / 254.0 * ksum;
             }
-            want.push((s, t, v, m));
+            want.push((s, t, v, m, quant));
         }
     }
-    for &(s, t, v, m) in &want {
+    for &(s, t, v, m, quant) in &want {
+        let g = got[s * n_kv + t];
+        if ty == CacheType::Q8 {
+            // Bound: the query's rounding plus the f32 steps' (each within 2⁻²⁴ of |terms|).
+            let lim = quant * (1.0 + 1e-6) + 1e-5 * (m + v.abs()) + 1e-30;
+            assert!(
+                (g as f64 - v).abs() <= lim,
+                "indexer_scores {ty:?} token {s} key {t}: got {g}, want {v} (bound {lim:.3e})"
+            );
+            continue;
+        }
         close(
             "indexer_scores",
-            &format!("token {s} key {t}"),
-            &[got[s * n_kv + t]],
+            &format!("{ty:?} token {s} key {t}"),
+            &[g],
             &[v],
             &[m],
             d * hi,

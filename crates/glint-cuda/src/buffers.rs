@@ -67,7 +67,7 @@ impl CudaCache {
         Some(match ty {
             CacheType::F32 => n.checked_mul(4)?,
             CacheType::F16 | CacheType::Bf16 => n.checked_mul(2)?,
-            CacheType::Fp8 => n
+            CacheType::Fp8 | CacheType::Q8 => n
                 .div_ceil(16)
                 .checked_mul(16)?
                 .checked_add(rows.checked_mul(4)?)?,

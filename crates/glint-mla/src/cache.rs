@@ -19,8 +19,9 @@ pub struct PoolLayer<B: Backend> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheTypes {
     pub latent: CacheType,
-    /// f32, f16 or fp8 (bf16 is refused: its 8-bit mantissa is what the indexer's near-ties
-    /// cannot afford, and no peer stores indexer keys in it).
+    /// f32, f16, fp8 or q8 (bf16 is refused: its 8-bit mantissa is what the indexer's near-ties
+    /// cannot afford, and no peer stores indexer keys in it). q8 makes the CPU's scan an
+    /// integer one (docs/cache-types.md).
     pub index: CacheType,
 }
 
@@ -130,7 +131,7 @@ impl<B: Backend> KvPool<B> {
         }
         if types.index == CacheType::Bf16 {
             return Err(MlaError::BadPool(
-                "indexer keys can be cached as f32, f16 or fp8, not bf16".into(),
+                "indexer keys can be cached as f32, f16, fp8 or q8, not bf16".into(),
             ));
         }
         let rows = n_blocks

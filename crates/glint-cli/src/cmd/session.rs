@@ -4,10 +4,16 @@ use glm5_model::{CacheType, CacheTypes, SessionOptions};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SessionArgs {
-    /// KV cache element type: f32 (exact, the default), f16, bf16 or fp8 (E4M3 with a per-row
-    /// scale); docs/cache-types.md measures each. Indexer keys use f16 with a bf16 cache.
+    /// KV cache element type: f32 (exact, the default), f16, bf16, fp8 (E4M3 with a per-row
+    /// scale) or q8 (int8 with a per-row scale); docs/cache-types.md measures each. Indexer
+    /// keys use f16 with a bf16 cache.
     #[arg(long, default_value = "f32", value_parser = parse_cache_type)]
     pub cache_type: CacheType,
+    /// Element type of the indexer's keys alone, overriding the one `--cache-type` implies:
+    /// f32, f16, fp8 or q8. q8 turns the CPU's scan over every cached key into integer
+    /// multiply-adds (about twice as fast at long context; docs/cache-types.md).
+    #[arg(long, value_parser = parse_index_cache_type)]
+    pub cache_type_index: Option<CacheType>,
     /// Tokens per forward step: a prompt runs in chunks of this size, bounding prefill memory
     /// (llama.cpp's `-ub`).
     #[arg(long, default_value_t = SessionOptions::DEFAULT_UBATCH, value_parser = parse_ubatch)]
@@ -71,10 +77,10 @@ pub(crate) use with_backend;
 
 impl SessionArgs {
     pub fn options(&self, ctx_len: usize) -> SessionOptions {
-        let index = match self.cache_type {
+        let index = self.cache_type_index.unwrap_or(match self.cache_type {
             CacheType::Bf16 => CacheType::F16,
             t => t,
-        };
+        });
         SessionOptions {
             ubatch: self.ubatch,
             cache: CacheTypes {
@@ -88,6 +94,17 @@ impl SessionArgs {
 
 fn parse_cache_type(s: &str) -> Result<CacheType, String> {
     s.parse()
+}
+
+fn parse_index_cache_type(s: &str) -> Result<CacheType, String> {
+    match s.parse()? {
+        CacheType::Bf16 => Err(
+            "indexer keys can be cached as f32, f16, fp8 or q8, not bf16 \
+             (its 8-bit mantissa flips the indexer's near-ties)"
+                .into(),
+        ),
+        t => Ok(t),
+    }
 }
 
 fn parse_ubatch(s: &str) -> Result<usize, String> {

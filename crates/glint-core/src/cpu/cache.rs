@@ -1,9 +1,9 @@
-//! The CPU's paged cache pool: rows stored as f32, f16, bf16 or fp8 (+ a scale per row), read
-//! back as f32 rows by attention and the indexer.
+//! The CPU's paged cache pool: rows stored as f32, f16, bf16, fp8 or q8 (+ a scale per row),
+//! read back as f32 rows by attention and the indexer (whose scan reads q8 rows as they are).
 
 use half::{bf16, f16};
 
-use crate::cache_type::{f32_to_fp8, fp8_to_f32, CacheType, FP8_MAX};
+use crate::cache_type::{f32_to_fp8, f32_to_q8, fp8_to_f32, q8_scale, CacheType, FP8_MAX};
 use crate::error::{try_zeroed, CoreError, Result};
 
 pub struct CpuCache {
@@ -17,6 +17,7 @@ enum Data {
     F16(Vec<f16>),
     Bf16(Vec<bf16>),
     Fp8 { codes: Vec<u8>, scales: Vec<f32> },
+    Q8 { codes: Vec<i8>, scales: Vec<f32> },
 }
 
 impl CpuCache {
@@ -34,6 +35,10 @@ impl CpuCache {
                 codes: try_zeroed(what, len)?,
                 scales: try_zeroed(what, rows)?,
             },
+            CacheType::Q8 => Data::Q8 {
+                codes: try_zeroed(what, len)?,
+                scales: try_zeroed(what, rows)?,
+            },
         };
         Ok(Self { dim, rows, data })
     }
@@ -44,6 +49,16 @@ impl CpuCache {
             Data::F16(_) => CacheType::F16,
             Data::Bf16(_) => CacheType::Bf16,
             Data::Fp8 { .. } => CacheType::Fp8,
+            Data::Q8 { .. } => CacheType::Q8,
+        }
+    }
+
+    /// The codes (`rows × dim`) and per-row scales, when stored as q8 (the indexer scans them
+    /// in place).
+    pub(crate) fn as_q8(&self) -> Option<(&[i8], &[f32])> {
+        match &self.data {
+            Data::Q8 { codes, scales } => Some((codes, scales)),
+            _ => None,
         }
     }
 
@@ -105,6 +120,12 @@ impl CpuCache {
                     .zip(&codes[r * d..(r + 1) * d])
                     .for_each(|(o, &c)| *o = fp8_to_f32(c) * s);
             }
+            Data::Q8 { codes, scales } => {
+                let s = scales[r];
+                out.iter_mut()
+                    .zip(&codes[r * d..(r + 1) * d])
+                    .for_each(|(o, &c)| *o = c as f32 * s);
+            }
         }
         Ok(())
     }
@@ -138,6 +159,14 @@ impl CpuCache {
                     .iter_mut()
                     .zip(src)
                     .for_each(|(o, &x)| *o = f32_to_fp8(x / scale));
+            }
+            Data::Q8 { codes, scales } => {
+                let scale = q8_scale(src);
+                scales[r] = scale;
+                codes[r * d..(r + 1) * d]
+                    .iter_mut()
+                    .zip(src)
+                    .for_each(|(o, &x)| *o = f32_to_q8(x, scale));
             }
         }
         Ok(())
