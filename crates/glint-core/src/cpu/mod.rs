@@ -5,6 +5,7 @@ mod cache;
 mod elementwise;
 mod linear;
 pub mod router;
+mod topk;
 mod weight;
 
 use std::borrow::Cow;
