@@ -32,6 +32,8 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         Q8_0 => q8_0,
         Q2_K => q2_k,
         Q3_K => q3_k,
+        Q4_K if !wide_int_mul() => q4_k_nw,
+        Q5_K if !wide_int_mul() => q5_k_nw,
         Q4_K => q4_k,
         Q5_K => q5_k,
         Q6_K => q6_k,
@@ -51,6 +53,8 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     use GgmlType::*;
     Some(match ty {
         Q8_0 => q8_0_rows,
+        Q4_K if !wide_int_mul() => q4_k_nw_rows,
+        Q5_K if !wide_int_mul() => q5_k_nw_rows,
         Q4_K => q4_k_rows,
         Q5_K => q5_k_rows,
         Q6_K => q6_k_rows,
@@ -152,6 +156,8 @@ rows_kernel!(q8_0, q8_0_rows, q8_0_impl, 4, 32, 34, 34);
 // than one; with AVX2's sixteen vector registers two rows of Q5_K spilled to the stack.
 rows_kernel!(q4_k, q4_k_rows, q4_k_impl, 1, 256, 144, 292);
 rows_kernel!(q5_k, q5_k_rows, q5_k_impl, 1, 256, 176, 292);
+rows_kernel!(q4_k_nw, q4_k_nw_rows, q4_k_narrow_impl, 1, 256, 144, 292);
+rows_kernel!(q5_k_nw, q5_k_nw_rows, q5_k_narrow_impl, 1, 256, 176, 292);
 rows_kernel!(q6_k, q6_k_rows, q6_k_impl, 2, 256, 210, 292);
 // IQ4_XS too: two rows were faster from L2 but slower from DRAM (one core, 32768x8192: 6.3-6.5
 // against 7.7-7.9 GB/s for one row).
@@ -393,8 +399,12 @@ unsafe fn k4_block_sums(sumi: __m128i, mins: __m256i) -> (i32, i32) {
 /// rows, and each row's sub-block scales come from one `vpshufb` of a register instead of a
 /// scalar broadcast. The float work is [`k4_fold`]'s, per block, so the GEMM tiles of
 /// `avx2_gemm` (lanes are tokens) give each token these bits.
+///
+/// `WIDE` scales the pair sums with 256-bit `vpmaddwd`s, four instructions fewer a 64-weight
+/// step than folding the halves first ([`fold_madd`]); that fold pays only where 256-bit
+/// multiplies take two passes ([`wide_int_mul`]). Integer sums, so both give the same bits.
 #[inline(always)]
-unsafe fn k4_impl<const Q5: bool, const R: usize>(
+unsafe fn k4_impl<const Q5: bool, const R: usize, const WIDE: bool>(
     nb: usize,
     x: *const u8,
     rb: usize,
@@ -409,6 +419,7 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
         let mut mins = [_mm256_setzero_si256(); R];
         let mut qh = [_mm256_setzero_si256(); R];
         let mut sumi = [_mm_setzero_si128(); R];
+        let mut sumw = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * bs);
             prefetch_ahead_avx2(xb, bs);
@@ -422,14 +433,26 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
             let yh = load256(yb.add(36 + 64 * j));
             for r in 0..R {
                 let (lo, hi) = k4_codes::<Q5>(x.add(r * rb + i * bs), qh[r], j);
-                let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
-                let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
-                let pl = fold_madd(_mm256_maddubs_epi16(lo, yl), sl);
-                let ph = fold_madd(_mm256_maddubs_epi16(hi, yh), sh);
-                sumi[r] = _mm_add_epi32(sumi[r], _mm_add_epi32(pl, ph));
+                let (pl, ph) = (_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh));
+                if WIDE {
+                    let sc = _mm256_broadcastsi128_si256(sc16[r]);
+                    let sl = _mm256_shuffle_epi8(sc, words(2 * j, 2 * j));
+                    let sh = _mm256_shuffle_epi8(sc, words(2 * j + 1, 2 * j + 1));
+                    let p = _mm256_add_epi32(_mm256_madd_epi16(pl, sl), _mm256_madd_epi16(ph, sh));
+                    sumw[r] = _mm256_add_epi32(sumw[r], p);
+                } else {
+                    let sl = _mm_shuffle_epi8(sc16[r], word(2 * j));
+                    let sh = _mm_shuffle_epi8(sc16[r], word(2 * j + 1));
+                    let p = _mm_add_epi32(fold_madd(pl, sl), fold_madd(ph, sh));
+                    sumi[r] = _mm_add_epi32(sumi[r], p);
+                }
             }
         }
         for r in 0..R {
+            if WIDE {
+                let w = sumw[r];
+                sumi[r] = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            }
             let (s, m) = k4_block_sums(sumi[r], mins[r]);
             acc[r] = k4_fold(acc[r], f32_at(yb), x.add(r * rb + i * bs), s, m);
         }
@@ -439,12 +462,58 @@ unsafe fn k4_impl<const Q5: bool, const R: usize>(
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
-    k4_impl::<false, R>(nb, x, rb, y)
+    k4_impl::<false, R, true>(nb, x, rb, y)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; R] {
-    k4_impl::<true, R>(nb, x, rb, y)
+    k4_impl::<true, R, true>(nb, x, rb, y)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_narrow_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
+    k4_impl::<false, R, false>(nb, x, rb, y)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k_narrow_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
+    k4_impl::<true, R, false>(nb, x, rb, y)
+}
+
+/// Whether this CPU runs a 256-bit integer multiply in one pass. Not on AMD's 128-bit-datapath
+/// cores that have AVX2: Excavator (family 0x15), Zen 1 and Zen+ (family 0x17 below model
+/// 0x30) and Hygon's Zen 1 (family 0x18), where [`fold_madd`]'s halved multiplies are faster.
+/// Measured on Zen 3 (docs/performance.md): the wide Q4_K/Q5_K step is 10-20% faster.
+pub(super) fn wide_int_mul() -> bool {
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| {
+        let (v, l1) = (__cpuid(0), __cpuid(1));
+        let vendor = [v.ebx, v.edx, v.ecx].map(u32::to_le_bytes).concat();
+        let base = (l1.eax >> 8) & 0xf;
+        let family = base
+            + if base == 0xf {
+                (l1.eax >> 20) & 0xff
+            } else {
+                0
+            };
+        let model = ((l1.eax >> 4) & 0xf) | (((l1.eax >> 16) & 0xf) << 4);
+        let narrow = match &vendor[..] {
+            b"AuthenticAMD" => family < 0x17 || (family == 0x17 && model < 0x30),
+            b"HygonGenuine" => family == 0x18,
+            _ => false,
+        };
+        !narrow
+    })
 }
 
 /// The codes of sub-blocks `2j` (low nibbles) and `2j + 1` (high nibbles) of the Q4_K/Q5_K
@@ -856,4 +925,73 @@ unsafe fn float_impl<const KIND: usize>(n: usize, x: *const u8, y: *const u8) ->
         );
     }
     sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dot::{self, Isa};
+
+    /// Both Q4_K/Q5_K steps against the scalar kernel (bound as in tests/dot_simd.rs: a few ulps
+    /// of the sum of |products|, since only the float order differs), and against each other
+    /// bit for bit (their integer sums are exact, the float work the same): whichever of the
+    /// two this CPU picks, the other is exercised here too.
+    #[test]
+    fn wide_and_narrow_k4_steps_equal_the_scalar_kernel() {
+        if !(is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c"))
+        {
+            return;
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (ty, bs) in [(GgmlType::Q4_K, 144), (GgmlType::Q5_K, 176)] {
+            for nb in [1usize, 3, 8] {
+                let n = 256 * nb;
+                let mut w: Vec<u8> = (0..nb * bs).map(|_| next() as u8).collect();
+                for b in w.chunks_mut(bs) {
+                    let d = half::f16::from_f32((next() % 1000) as f32 * 1e-4 + 1e-4);
+                    let m = half::f16::from_f32((next() % 1000) as f32 * 1e-4);
+                    b[..2].copy_from_slice(&d.to_le_bytes());
+                    b[2..4].copy_from_slice(&m.to_le_bytes());
+                }
+                let x: Vec<f32> = (0..n)
+                    .map(|_| ((next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0)
+                    .collect();
+                let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_K, n).unwrap()];
+                dot::quantize_activation(GgmlType::Q8_K, &x, &mut act).unwrap();
+                let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+                // SAFETY: AVX2/FMA/F16C checked above; `nb` blocks of weights and activations.
+                let (wide, narrow) = unsafe {
+                    let (p, a) = (w.as_ptr(), act.as_ptr());
+                    if ty == GgmlType::Q4_K {
+                        (
+                            q4_k_impl::<1>(nb, p, 0, a)[0],
+                            q4_k_narrow_impl::<1>(nb, p, 0, a)[0],
+                        )
+                    } else {
+                        (
+                            q5_k_impl::<1>(nb, p, 0, a)[0],
+                            q5_k_narrow_impl::<1>(nb, p, 0, a)[0],
+                        )
+                    }
+                };
+                let wd = crate::dequantize_to_vec(ty, &w).unwrap();
+                let ad = crate::dequantize_to_vec(GgmlType::Q8_K, &act).unwrap();
+                let mag: f64 = wd.iter().zip(&ad).map(|(a, b)| (a * b).abs() as f64).sum();
+                let tol = (nb + 16) as f64 * f32::EPSILON as f64 * mag;
+                assert_eq!(wide.to_bits(), narrow.to_bits(), "{ty} nb {nb}");
+                assert!(
+                    ((wide - scalar) as f64).abs() <= tol,
+                    "{ty} nb {nb}: {wide} vs scalar {scalar} (tol {tol})"
+                );
+            }
+        }
+    }
 }
