@@ -418,10 +418,14 @@ unsafe fn k4_impl<const Q5: bool, const R: usize, const WIDE: bool>(
         let mut qh = [_mm256_setzero_si256(); R];
         let mut sumi = [_mm_setzero_si128(); R];
         let mut sumw = [_mm256_setzero_si256(); R];
+        let mut scw = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * bs);
             prefetch_ahead_avx2(xb, bs);
             (sc16[r], mins[r]) = k4_block_start(xb, bsums);
+            if WIDE {
+                scw[r] = _mm256_broadcastsi128_si256(sc16[r]);
+            }
             if Q5 {
                 qh[r] = load256(xb.add(16));
             }
@@ -433,9 +437,8 @@ unsafe fn k4_impl<const Q5: bool, const R: usize, const WIDE: bool>(
                 let (lo, hi) = k4_codes::<Q5>(x.add(r * rb + i * bs), qh[r], j);
                 let (pl, ph) = (_mm256_maddubs_epi16(lo, yl), _mm256_maddubs_epi16(hi, yh));
                 if WIDE {
-                    let sc = _mm256_broadcastsi128_si256(sc16[r]);
-                    let sl = _mm256_shuffle_epi8(sc, words(2 * j, 2 * j));
-                    let sh = _mm256_shuffle_epi8(sc, words(2 * j + 1, 2 * j + 1));
+                    let sl = _mm256_shuffle_epi8(scw[r], words(2 * j, 2 * j));
+                    let sh = _mm256_shuffle_epi8(scw[r], words(2 * j + 1, 2 * j + 1));
                     let p = _mm256_add_epi32(_mm256_madd_epi16(pl, sl), _mm256_madd_epi16(ph, sh));
                     sumw[r] = _mm256_add_epi32(sumw[r], p);
                 } else {
