@@ -116,6 +116,21 @@ pub fn dot_f32_ordered_grid(a: &[f32], b: &[f32], dim: usize, out: &mut [f32], s
     if super::isa() != Isa::Scalar && dim.is_multiple_of(8) {
         let m4 = m / 4 * 4;
         let mut j = 0;
+        if super::isa() == Isa::Avx512 {
+            while j + 6 <= n {
+                for i in (0..m4).step_by(4) {
+                    // SAFETY: AVX-512 F/DQ + FMA are present (AVX-512 family); rows i..i+4 of
+                    // a and j..j+6 of b are in bounds.
+                    let d = unsafe {
+                        avx512_dot4x6(a.as_ptr().add(i * dim), b.as_ptr().add(j * dim), dim)
+                    };
+                    for (r, v) in d.into_iter().enumerate() {
+                        out[(i + r) * stride + j..][..6].copy_from_slice(&v);
+                    }
+                }
+                j += 6;
+            }
+        }
         while j + 3 <= n {
             for i in (0..m4).step_by(4) {
                 // SAFETY: AVX2 + FMA are present (non-scalar family); rows i..i+4 of a and
@@ -247,6 +262,15 @@ pub fn axpy_rows_ordered_heads(
             count == 0 || vs.len() >= (count - 1) * stride + n,
             "axpy rows extents"
         );
+        if super::isa() == Isa::Avx512 && n.is_multiple_of(64) {
+            while h + 4 <= heads {
+                let p = |k: usize| &ps[(h + k) * p_stride..(h + k) * p_stride + count];
+                let o = &mut os[h * n..(h + 4) * n];
+                // SAFETY: AVX-512 F + FMA are present (AVX-512 family); extents checked above.
+                unsafe { avx512_axpy4([p(0), p(1), p(2), p(3)], vs, stride, o, n) };
+                h += 4;
+            }
+        }
         while h + 2 <= heads {
             let (o0, o1) = os[h * n..(h + 2) * n].split_at_mut(n);
             let p0 = &ps[h * p_stride..h * p_stride + count];
@@ -293,6 +317,77 @@ unsafe fn avx2_axpy2(
             _mm256_storeu_ps(o1.as_mut_ptr().add(j + 8 * c), b[c]);
         }
     }
+}
+
+/// Four heads' [`axpy_rows_ordered`] sharing the row loads, 64 elements (four 512-bit
+/// registers a head) at a time: each row load feeds four FMAs and sixteen add chains run side
+/// by side. An element's sum is the same chain of fused multiply-adds in row order as in the
+/// AVX2 and scalar paths, so the bits are theirs. `n` is a multiple of 64; `o` holds the four
+/// heads' outputs back to back.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn avx512_axpy4(p: [&[f32]; 4], vs: &[f32], stride: usize, o: &mut [f32], n: usize) {
+    use std::arch::x86_64::*;
+    let op = o.as_mut_ptr();
+    for j in (0..n).step_by(64) {
+        let mut acc: [[__m512; 4]; 4] = std::array::from_fn(|h| {
+            std::array::from_fn(|c| _mm512_loadu_ps(op.add(h * n + j + 16 * c)))
+        });
+        for t in 0..p[0].len() {
+            let v: [__m512; 4] =
+                std::array::from_fn(|c| _mm512_loadu_ps(vs.as_ptr().add(t * stride + j + 16 * c)));
+            for (h, acc) in acc.iter_mut().enumerate() {
+                let q = _mm512_set1_ps(*p[h].get_unchecked(t));
+                for c in 0..4 {
+                    acc[c] = _mm512_fmadd_ps(q, v[c], acc[c]);
+                }
+            }
+        }
+        for (h, acc) in acc.iter().enumerate() {
+            for (c, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(op.add(h * n + j + 16 * c), *a);
+            }
+        }
+    }
+}
+
+/// Rows `a..a+4·dim` against `b..b+6·dim`, each pair in [`dot_f32_ordered`]'s lane order: a
+/// 512-bit accumulator holds two `b` rows' eight lanes side by side (the same `a` step
+/// broadcast to both halves), so each FMA does two pairs' steps and every lane sees the same
+/// products in the same order as the AVX2 kernel's; the halves are then summed as it sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn avx512_dot4x6(a: *const f32, b: *const f32, dim: usize) -> [[f32; 6]; 4] {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); 3]; 4];
+    let mut l = 0;
+    while l < dim {
+        let bv: [__m512; 3] = std::array::from_fn(|c| {
+            let lo = _mm256_loadu_ps(b.add(2 * c * dim + l));
+            let hi = _mm256_loadu_ps(b.add((2 * c + 1) * dim + l));
+            _mm512_insertf32x8::<1>(_mm512_castps256_ps512(lo), hi)
+        });
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.add(r * dim + l)));
+            for c in 0..3 {
+                acc[c] = _mm512_fmadd_ps(av, bv[c], acc[c]);
+            }
+        }
+        l += 8;
+    }
+    let mut out = [[0f32; 6]; 4];
+    for c in 0..3 {
+        let halves = acc.map(|r| {
+            [
+                _mm512_castps512_ps256(r[c]),
+                _mm512_extractf32x8_ps::<1>(r[c]),
+            ]
+        });
+        for (o, s) in out.iter_mut().zip(hsum8x(halves)) {
+            o[2 * c..2 * c + 2].copy_from_slice(&s);
+        }
+    }
+    out
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -467,7 +562,8 @@ mod tests {
             }
         }
         // n covers 4 × 3 tiles alone (6), with a 4 × 2 tile after them (5, 8) and with single
-        // pairs after them (7); m covers rows past the last four (7, 9).
+        // pairs after them (7); m covers rows past the last four (7, 9). On the AVX-512 family
+        // 4 × 6 tiles come first (6, 7, 8, 13, 15).
         for (m, n, dim) in [
             (1, 1, 8),
             (8, 6, 576),
@@ -475,6 +571,8 @@ mod tests {
             (5, 3, 13),
             (4, 7, 16),
             (9, 8, 24),
+            (8, 15, 64),
+            (5, 13, 576),
         ] {
             let a: Vec<f32> = (0..m * dim).map(|_| next()).collect();
             let b: Vec<f32> = (0..n * dim).map(|_| next()).collect();
@@ -514,7 +612,13 @@ mod tests {
                 assert_eq!(g.to_bits(), want.to_bits(), "key {j} of 8, {heads} heads");
             }
         }
-        for (heads, t_n, n) in [(5, 8, 512), (2, 3, 64), (3, 2, 13)] {
+        for (heads, t_n, n) in [
+            (5, 8, 512),
+            (2, 3, 64),
+            (3, 2, 13),
+            (9, 5, 128),
+            (6, 4, 192),
+        ] {
             let ps: Vec<f32> = (0..heads * (t_n + 3)).map(|_| next()).collect();
             let vs: Vec<f32> = (0..t_n * (n + 5)).map(|_| next()).collect();
             let mut os: Vec<f32> = (0..heads * n).map(|_| next()).collect();

@@ -69,6 +69,27 @@ pub fn indexer_scores_i8(
     );
     let mut t = 0;
     #[cfg(target_arch = "x86_64")]
+    if super::isa() == Isa::Avx512
+        && dim.is_multiple_of(4)
+        && dim <= MAX_DIM
+        && heads <= MAX_HEADS_512
+    {
+        // SAFETY: the AVX-512 family implies F/BW/VNNI; extents checked above; the kernel
+        // reads keys 0..n and writes out[0..n] only (masked tails).
+        unsafe {
+            avx512::scores(
+                codes,
+                coef,
+                dim,
+                keys.as_ptr(),
+                scales.as_ptr(),
+                out.as_mut_ptr(),
+                n,
+            )
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if super::isa() != Isa::Scalar && dim.is_multiple_of(16) && dim <= MAX_DIM {
         while t + 16 <= n {
             // SAFETY: AVX2 is present (non-scalar family); keys t..t+16, their scales and
@@ -101,9 +122,13 @@ fn scalar_score(codes: &[i16], coef: &[f32], dim: usize, k: &[i8], scale: f32) -
     acc * scale
 }
 
-/// Widest head the AVX2 kernel's transposed key buffer holds.
+/// Widest head the SIMD kernels' transposed key buffers hold.
 #[cfg(target_arch = "x86_64")]
 const MAX_DIM: usize = 256;
+
+/// Most heads the AVX-512 kernel's packed query holds (GLM-5 and DeepSeek-V3.2 have 32–64).
+#[cfg(target_arch = "x86_64")]
+const MAX_HEADS_512: usize = 64;
 
 /// Sixteen keys against every head. The keys are first transposed into `kt`: for each pair of
 /// dimensions `p`, two registers whose eight 32-bit lanes hold eight keys' `(k[2p], k[2p+1])`
@@ -211,6 +236,164 @@ unsafe fn heads_pass<const N: usize>(
     }
 }
 
+/// The AVX-512 VNNI scan: `vpdpbusd` multiplies 64 byte pairs and adds them into sixteen i32
+/// lanes in one instruction (the AVX2 kernel needs a `vpmaddwd` and a `vpaddd` for 16 pairs).
+/// Its first operand is unsigned, so the keys go in as `k + 128` (`k ^ 0x80`, exact for every
+/// i8) and each head's accumulator starts at `−128 · Σ q_h`, which leaves the exact dot. Sixteen
+/// keys a tile, transposed so lane `l` of word `p` holds dimensions `4p..4p+4` of key `l`: a
+/// head's dots come out one key per lane and the ReLU-weighted sum runs in head order, the
+/// same float steps as the scalar loop.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{MAX_DIM, MAX_HEADS_512};
+
+    /// Heads a pass: each transposed key word feeds this many independent accumulators.
+    const HEADS_PASS: usize = 8;
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn scores(
+        codes: &[i16],
+        coef: &[f32],
+        dim: usize,
+        keys: *const i8,
+        scales: *const f32,
+        out: *mut f32,
+        n: usize,
+    ) {
+        let (heads, words) = (coef.len(), dim / 4);
+        // The query as int8 (codes are within ±127, so the narrowing is exact) and the −128·Σq
+        // start per head. Done per call (a call is one cache block of keys), 32 codes an
+        // instruction, so it stays a few percent of the scan.
+        let mut qw = [0u32; MAX_HEADS_512 * MAX_DIM / 4];
+        let mut start = [0i32; MAX_HEADS_512];
+        let ones = _mm512_set1_epi16(1);
+        for (h, st) in start.iter_mut().enumerate().take(heads) {
+            let mut sum = _mm512_setzero_si512();
+            for c in (0..dim).step_by(32) {
+                let m: __mmask32 = if dim - c >= 32 {
+                    !0
+                } else {
+                    (1 << (dim - c)) - 1
+                };
+                let v = _mm512_maskz_loadu_epi16(m, codes.as_ptr().add(h * dim + c));
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(v, ones));
+                let dst = (qw.as_mut_ptr() as *mut i8).add(h * dim + c);
+                _mm512_mask_cvtepi16_storeu_epi8(dst, m, v);
+            }
+            *st = -128 * _mm512_reduce_add_epi32(sum);
+        }
+        let mut buf = std::mem::MaybeUninit::<[__m512i; MAX_DIM / 4]>::uninit();
+        let kt = buf.as_mut_ptr() as *mut __m512i;
+        let mut t = 0;
+        while t < n {
+            let nk = (n - t).min(16);
+            transpose_keys(keys.add(t * dim), dim, nk, kt);
+            let mut score = _mm512_setzero_ps();
+            let mut h = 0;
+            while h + HEADS_PASS <= heads {
+                heads_pass::<HEADS_PASS>(&qw, &start, coef, h, words, kt, &mut score);
+                h += HEADS_PASS;
+            }
+            while h < heads {
+                heads_pass::<1>(&qw, &start, coef, h, words, kt, &mut score);
+                h += 1;
+            }
+            let m: __mmask16 = if nk == 16 { 0xffff } else { (1 << nk) - 1 };
+            let s = _mm512_maskz_loadu_ps(m, scales.add(t));
+            _mm512_mask_storeu_ps(out.add(t), m, _mm512_mul_ps(score, s));
+            t += nk;
+        }
+    }
+
+    /// Writes `kt[p]` (p < dim/4) for the `nk ≤ 16` keys at `keys` (`dim` bytes apart): lane `l`
+    /// is key `l`'s word `p` plus 128 in every byte; lanes from `nk` on are filler.
+    #[inline(always)]
+    unsafe fn transpose_keys(keys: *const i8, dim: usize, nk: usize, kt: *mut __m512i) {
+        let bias = _mm512_set1_epi8(-128);
+        let words = dim / 4;
+        for c in 0..words.div_ceil(16) {
+            let wn = (words - 16 * c).min(16);
+            let wm: __mmask16 = if wn == 16 { 0xffff } else { (1 << wn) - 1 };
+            let a: [__m512i; 16] = std::array::from_fn(|l| {
+                if l < nk {
+                    let row = keys.add(l * dim + 64 * c) as *const i32;
+                    _mm512_xor_si512(_mm512_maskz_loadu_epi32(wm, row), bias)
+                } else {
+                    bias
+                }
+            });
+            // 16 × 16 transpose of 32-bit words: pairs, then quads within 128-bit lanes, then
+            // the 128-bit lanes across four registers.
+            let b: [__m512i; 16] = std::array::from_fn(|i| {
+                let (x, y) = (a[i & !1], a[i | 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_epi32(x, y)
+                } else {
+                    _mm512_unpackhi_epi32(x, y)
+                }
+            });
+            // c[4g + k]: in 128-bit lane L, word 4L + k of keys 4g..4g+4.
+            let c4: [__m512i; 16] = std::array::from_fn(|i| {
+                let (g, k) = (i / 4, i % 4);
+                let (x, y) = (b[4 * g + k / 2], b[4 * g + 2 + k / 2]);
+                if k % 2 == 0 {
+                    _mm512_unpacklo_epi64(x, y)
+                } else {
+                    _mm512_unpackhi_epi64(x, y)
+                }
+            });
+            for k in 0..4 {
+                let d0 = _mm512_shuffle_i32x4::<0x44>(c4[k], c4[4 + k]);
+                let d1 = _mm512_shuffle_i32x4::<0xee>(c4[k], c4[4 + k]);
+                let d2 = _mm512_shuffle_i32x4::<0x44>(c4[8 + k], c4[12 + k]);
+                let d3 = _mm512_shuffle_i32x4::<0xee>(c4[8 + k], c4[12 + k]);
+                let o = [
+                    _mm512_shuffle_i32x4::<0x88>(d0, d2),
+                    _mm512_shuffle_i32x4::<0xdd>(d0, d2),
+                    _mm512_shuffle_i32x4::<0x88>(d1, d3),
+                    _mm512_shuffle_i32x4::<0xdd>(d1, d3),
+                ];
+                for (lane, v) in o.into_iter().enumerate() {
+                    let j = 4 * lane + k;
+                    if j < wn {
+                        kt.add(16 * c + j).write(v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Heads `h..h + N` against the transposed tile, their ReLU-weighted terms added to
+    /// `score` in head order.
+    #[inline(always)]
+    unsafe fn heads_pass<const N: usize>(
+        qw: &[u32],
+        start: &[i32],
+        coef: &[f32],
+        h: usize,
+        words: usize,
+        kt: *const __m512i,
+        score: &mut __m512,
+    ) {
+        let mut acc: [__m512i; N] = std::array::from_fn(|r| _mm512_set1_epi32(start[h + r]));
+        let q = qw.as_ptr().add(h * words);
+        for p in 0..words {
+            let k = kt.add(p).read();
+            for (r, a) in acc.iter_mut().enumerate() {
+                let qp = _mm512_set1_epi32(q.add(r * words + p).read() as i32);
+                *a = _mm512_dpbusd_epi32(*a, k, qp);
+            }
+        }
+        let z = _mm512_setzero_ps();
+        for (r, a) in acc.iter().enumerate() {
+            let relu = _mm512_max_ps(_mm512_cvtepi32_ps(*a), z);
+            *score = _mm512_add_ps(*score, _mm512_mul_ps(_mm512_set1_ps(coef[h + r]), relu));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +428,7 @@ mod tests {
             (7, 48, 35),
             (3, 10, 9),
             (1, 256, 17),
+            (13, 64, 40),
         ] {
             let q: Vec<f32> = (0..heads * dim)
                 .map(|_| ((next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 6.0)
