@@ -1,4 +1,4 @@
-//! IQ1_S against Q8_K with AVX2 (the AVX-512 selection uses it too).
+//! IQ1_S against Q8_K with AVX2 (AVX-512 CPUs use `avx512_iq1`).
 //!
 //! The grid coordinates are -1, 0, +1; the kernel reads them from a copy of the grid shifted
 //! to 0, 1, 2 so that `vpmaddubsw` (unsigned x signed) multiplies them with the activations,

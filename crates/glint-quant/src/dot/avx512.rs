@@ -11,6 +11,7 @@ use glint_gguf::GgmlType;
 
 use super::avx2::{blocks, cols_entry};
 use super::avx512_iq::{iq2_xxs_impl, iq3_xxs_impl};
+use super::avx512_iq1::iq1_s_impl;
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, COLS};
 use crate::grids::KVALUES_IQ4NL;
@@ -28,6 +29,7 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         // Without VBMI the AVX2 kernels (see avx512_iq).
         IQ2_XXS if super::avx512_iq::available() => iq2_xxs,
         IQ3_XXS if super::avx512_iq::available() => iq3_xxs,
+        IQ1_S => iq1_s,
         _ => return None,
     })
 }
@@ -66,6 +68,7 @@ safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
 safe_kernel!(q6_k, q6_k_impl, 256, 210, 292);
 safe_kernel!(iq4_xs, iq4_xs_impl, 256, 136, 292);
 safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
+safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
 safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 
 /// Two 32-byte halves as one 64-byte vector.

@@ -26,6 +26,8 @@ mod avx512;
 mod avx512_gemm;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq;
+#[cfg(target_arch = "x86_64")]
+mod avx512_iq1;
 mod f32_order;
 #[cfg(target_arch = "x86_64")]
 mod gemm_tile;
