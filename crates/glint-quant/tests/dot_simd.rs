@@ -23,6 +23,10 @@ const SIMD_TYPES: &[GgmlType] = &[
     GgmlType::IQ2_XXS,
     GgmlType::IQ3_XXS,
     GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_S,
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -342,27 +346,47 @@ fn gemm_kernels_equal_single_bits() {
     eprintln!("{covered} (type, family) GEMM tiles checked");
 }
 
-/// IQ1_S's SIMD kernel adds the reference's per-block float expression in block order, so its
-/// result must be the scalar reference's exact bits (activations include Q8_K's -128, which a
-/// `vpsignb` formulation would get wrong).
+/// The IQ1_S, IQ1_M, IQ2_XS, IQ2_S and IQ3_S SIMD kernels add the reference's per-block float
+/// expression in block order over exact integer sums, so every family must give the scalar
+/// reference's exact bits (one activation quant is -128, which negating the activation would
+/// wrap; scales include zero, subnormal and large ones).
 #[test]
-fn iq1_s_equals_scalar_bits() {
-    let ty = GgmlType::IQ1_S;
-    for seed in 0..64u64 {
-        let mut rng = Rng::new(seed);
-        let n = 256 * (1 + seed as usize % 9);
-        let w = random_weights(ty, n, &mut rng);
-        let x = random_activations(n, &mut rng);
-        let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_K, n).unwrap()];
-        dot::quantize_activation(GgmlType::Q8_K, &x, &mut act).unwrap();
-        let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
-        for isa in Isa::all_available() {
-            let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
-            assert_eq!(
-                got.to_bits(),
-                scalar.to_bits(),
-                "{isa:?} seed {seed}: {got} vs {scalar}"
-            );
+fn grid_kernels_equal_scalar_bits() {
+    for ty in [
+        GgmlType::IQ1_S,
+        GgmlType::IQ1_M,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ2_S,
+        GgmlType::IQ3_S,
+    ] {
+        for seed in 0..64u64 {
+            let mut rng = Rng::new(seed);
+            let n = 256 * (1 + seed as usize % 9);
+            let scales = [
+                Scales::Normal,
+                Scales::Zero,
+                Scales::Subnormal,
+                Scales::Large,
+            ][seed as usize % 4];
+            let w = random_weights_with(ty, n, &mut rng, scales);
+            let x = random_activations(n, &mut rng);
+            let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_K, n).unwrap()];
+            dot::quantize_activation(GgmlType::Q8_K, &x, &mut act).unwrap();
+            // One quant of -128 (the i8 range's end, which negating would wrap), with its
+            // block sum kept consistent (qs at 4.., the first 16-sum at 260).
+            let old = act[4 + 7] as i8 as i16;
+            act[4 + 7] = (-128i8) as u8;
+            let bsum = i16::from_le_bytes([act[260], act[261]]) - old - 128;
+            act[260..262].copy_from_slice(&bsum.to_le_bytes());
+            let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
+            for isa in Isa::all_available() {
+                let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
+                assert_eq!(
+                    got.to_bits(),
+                    scalar.to_bits(),
+                    "{ty} {isa:?} seed {seed}: {got} vs {scalar}"
+                );
+            }
         }
     }
 }

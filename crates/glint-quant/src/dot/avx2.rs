@@ -19,7 +19,8 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2_iq1::iq1_s_impl;
+use super::avx2_iq1::{iq1_m_impl, iq1_s_impl};
+use super::avx2_iq_signed::{iq2_s_impl, iq2_xs_impl, iq3_s_impl};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
@@ -41,6 +42,10 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         IQ2_XXS => iq2_xxs,
         IQ3_XXS => iq3_xxs,
         IQ1_S => iq1_s,
+        IQ1_M => iq1_m,
+        IQ2_XS => iq2_xs,
+        IQ2_S => iq2_s,
+        IQ3_S => iq3_s,
         F32 => f32_,
         F16 => f16_,
         BF16 => bf16_,
@@ -170,6 +175,10 @@ safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
 safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
 safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
+safe_kernel!(iq1_m, iq1_m_impl, 256, 56, 292);
+safe_kernel!(iq2_xs, iq2_xs_impl, 256, 74, 292);
+safe_kernel!(iq2_s, iq2_s_impl, 256, 82, 292);
+safe_kernel!(iq3_s, iq3_s_impl, 256, 110, 292);
 
 /// Q8_0 keeps llama.cpp's AVX2 float order on each row (one eight-lane accumulator, blocks in
 /// order, `hsum_float_8` at the end) because glm5-model's tests hold the Q8_0 path bit-identical

@@ -1,4 +1,4 @@
-//! IQ1_S against Q8_K with AVX2 (AVX-512 CPUs use `avx512_iq1`).
+//! IQ1_S (AVX-512 CPUs use `avx512_iq1`) and IQ1_M against Q8_K with AVX2.
 //!
 //! The grid coordinates are -1, 0, +1; the kernel reads them from a copy of the grid shifted
 //! to 0, 1, 2 so that `vpmaddubsw` (unsigned x signed) multiplies them with the activations,
@@ -50,6 +50,63 @@ pub unsafe fn iq1_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         }
         let sumi = hsum_epi32(acc) - shift;
         sumf += f16_at(xb) * f32_at(yb) * (sumi as f32 + IQ1S_DELTA * sumi1 as f32);
+    }
+    sumf
+}
+
+/// IQ1_M: the IQ1_S grid, three high index bits and a delta sign per 8-weight group, two 3-bit
+/// scales per 32 weights, and the block's f16 scale spread over the top nibbles of the four
+/// scale words. The delta term needs the activation summed per 8 weights (Q8_K's block sums are
+/// per 16), so a second `vpmaddubsw` against ones gives those pairs; `Σ g·q` is then the shifted
+/// grid's pairs minus them, exact in i16. Each 8-weight group's scale (and scale times delta
+/// sign) fills its four i16 lanes of one `vpmaddwd` operand. Bit for bit the reference.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn iq1_m_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    // Block: qs [u8; 32] at 0, qh [u8; 16] at 32, scales [u8; 8] at 48 (four u16).
+    let grid = |i: usize| IQ1S_GRID_P1[i] as i64;
+    let ones = _mm256_set1_epi8(1);
+    // An i16 value in all four lanes of a u64.
+    let rep = |v: i32| ((v as i16 as u16 as u64) * 0x0001_0001_0001_0001) as i64;
+    let mut sumf = 0.0f32;
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * 56), y.add(i * 292));
+        prefetch_ahead_avx2(xb, 56);
+        let sc: [u16; 4] =
+            std::array::from_fn(|k| (xb.add(48 + 2 * k) as *const u16).read_unaligned());
+        let scale_bits =
+            (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+        let scale = half::f16::from_bits(scale_bits).to_f32();
+        let (mut acc1, mut acc2) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for ib in 0..8 {
+            let qh = [*xb.add(32 + 2 * ib) as usize, *xb.add(33 + 2 * ib) as usize];
+            let idx = |l: usize| {
+                *xb.add(4 * ib + l) as usize | ((qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)
+            };
+            let g = _mm256_set_epi64x(grid(idx(3)), grid(idx(2)), grid(idx(1)), grid(idx(0)));
+            let q8 = load256(yb.add(Y_QS + 32 * ib));
+            let p = _mm256_maddubs_epi16(g, q8);
+            let s = _mm256_maddubs_epi16(ones, q8);
+            let bits = sc[ib / 2] as i32 >> (6 * (ib % 2));
+            let (ls1, ls2) = (2 * (bits & 7) + 1, 2 * ((bits >> 3) & 7) + 1);
+            let delta = |l: usize| {
+                if qh[l / 2] & (0x08 << (4 * (l % 2))) != 0 {
+                    -1
+                } else {
+                    1
+                }
+            };
+            let ls = _mm256_set_epi64x(rep(ls2), rep(ls2), rep(ls1), rep(ls1));
+            let lsd = _mm256_set_epi64x(
+                rep(ls2 * delta(3)),
+                rep(ls2 * delta(2)),
+                rep(ls1 * delta(1)),
+                rep(ls1 * delta(0)),
+            );
+            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_sub_epi16(p, s), ls));
+            acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(s, lsd));
+        }
+        let (sumi1, sumi2) = (hsum_epi32(acc1), hsum_epi32(acc2));
+        sumf += scale * f32_at(yb) * (sumi1 as f32 + IQ1S_DELTA * sumi2 as f32);
     }
     sumf
 }

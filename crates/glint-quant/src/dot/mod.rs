@@ -21,6 +21,8 @@ mod avx2_gemm;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq1;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq_signed;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm;
