@@ -13,6 +13,11 @@ use proptest::prelude::*;
 
 const SIMD_TYPES: &[GgmlType] = &[
     GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::IQ4_NL,
+    GgmlType::MXFP4,
     GgmlType::Q8_0,
     GgmlType::Q2_K,
     GgmlType::Q3_K,
@@ -76,7 +81,13 @@ fn compare_with(
             scalar,
             tol
         );
-        if scales == Scales::Zero && !matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+        // (MXFP4's E8M0 scale has no zero: its "zero" mode leaves the scale as it is.)
+        if scales == Scales::Zero
+            && !matches!(
+                ty,
+                GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::MXFP4
+            )
+        {
             prop_assert_eq!(got, 0.0, "{} {:?}: zero scales must give 0", ty, isa);
         }
     }
@@ -346,22 +357,31 @@ fn gemm_kernels_equal_single_bits() {
     eprintln!("{covered} (type, family) GEMM tiles checked");
 }
 
-/// The IQ1_S, IQ1_M, IQ2_XS, IQ2_S and IQ3_S SIMD kernels add the reference's per-block float
-/// expression in block order over exact integer sums, so every family must give the scalar
-/// reference's exact bits (one activation quant is -128, which negating the activation would
-/// wrap; scales include zero, subnormal and large ones).
+/// The IQ1_S, IQ1_M, IQ2_XS, IQ2_S, IQ3_S, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 SIMD kernels add
+/// the reference's per-block float expression in block order over exact integer sums, so every
+/// family must give the scalar reference's exact bits (one activation quant is -128, which
+/// negating the activation would wrap; scales include zero, subnormal and large ones; block
+/// counts that are not multiples of four).
 #[test]
-fn grid_kernels_equal_scalar_bits() {
+fn exact_kernels_equal_scalar_bits() {
     for ty in [
         GgmlType::IQ1_S,
         GgmlType::IQ1_M,
         GgmlType::IQ2_XS,
         GgmlType::IQ2_S,
         GgmlType::IQ3_S,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::IQ4_NL,
+        GgmlType::MXFP4,
     ] {
+        let partner = dot::partner_type(ty).unwrap();
         for seed in 0..64u64 {
             let mut rng = Rng::new(seed);
-            let n = 256 * (1 + seed as usize % 9);
+            let n = ty.block_size()
+                * (1 + seed as usize % 11)
+                * if ty.block_size() == 32 { 3 } else { 1 };
             let scales = [
                 Scales::Normal,
                 Scales::Zero,
@@ -370,21 +390,25 @@ fn grid_kernels_equal_scalar_bits() {
             ][seed as usize % 4];
             let w = random_weights_with(ty, n, &mut rng, scales);
             let x = random_activations(n, &mut rng);
-            let mut act = vec![0u8; dot::activation_bytes(GgmlType::Q8_K, n).unwrap()];
-            dot::quantize_activation(GgmlType::Q8_K, &x, &mut act).unwrap();
-            // One quant of -128 (the i8 range's end, which negating would wrap), with its
-            // block sum kept consistent (qs at 4.., the first 16-sum at 260).
-            let old = act[4 + 7] as i8 as i16;
-            act[4 + 7] = (-128i8) as u8;
-            let bsum = i16::from_le_bytes([act[260], act[261]]) - old - 128;
-            act[260..262].copy_from_slice(&bsum.to_le_bytes());
+            let mut act = vec![0u8; dot::activation_bytes(partner, n).unwrap()];
+            dot::quantize_activation(partner, &x, &mut act).unwrap();
+            // One quant of -128 (the i8 range's end, which negating would wrap): Q8_K's quants
+            // start at byte 4 with its first 16-sum (kept consistent) at 260; Q8_0's at 2, Q8_1's
+            // at 4.
+            let at = if partner == GgmlType::Q8_0 { 2 } else { 4 } + 7;
+            let old = act[at] as i8 as i16;
+            act[at] = (-128i8) as u8;
+            if partner == GgmlType::Q8_K {
+                let bsum = i16::from_le_bytes([act[260], act[261]]) - old - 128;
+                act[260..262].copy_from_slice(&bsum.to_le_bytes());
+            }
             let scalar = dot::vec_dot_with(Isa::Scalar, ty, n, &w, &act).unwrap();
             for isa in Isa::all_available() {
                 let got = dot::vec_dot_with(isa, ty, n, &w, &act).unwrap();
                 assert_eq!(
                     got.to_bits(),
                     scalar.to_bits(),
-                    "{ty} {isa:?} seed {seed}: {got} vs {scalar}"
+                    "{ty} {isa:?} n {n} seed {seed}: {got} vs {scalar}"
                 );
             }
         }

@@ -21,6 +21,7 @@ use glint_gguf::GgmlType;
 
 use super::avx2_iq1::{iq1_m_impl, iq1_s_impl};
 use super::avx2_iq_signed::{iq2_s_impl, iq2_xs_impl, iq3_s_impl};
+use super::avx2_unit32::{unit32_impl, Iq4Nl, Mxfp4, Unit32, Q41, Q50, Q51};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
 use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
@@ -30,6 +31,11 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
     use GgmlType::*;
     Some(match ty {
         Q4_0 => q4_0,
+        Q4_1 => q4_1,
+        Q5_0 => q5_0,
+        Q5_1 => q5_1,
+        IQ4_NL => iq4_nl,
+        MXFP4 => mxfp4,
         Q8_0 => q8_0,
         Q2_K => q2_k,
         Q3_K => q3_k,
@@ -176,6 +182,23 @@ safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
 safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
 safe_kernel!(iq1_m, iq1_m_impl, 256, 56, 292);
+
+/// A [`Unit32`] type's entry point.
+macro_rules! unit32_kernel {
+    ($name:ident, $t:ty) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let nb = blocks(n, 32, w, <$t as Unit32>::TS, a, <$t as Unit32>::AS);
+            // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
+            unsafe { unit32_impl::<$t>(nb, w.as_ptr(), a.as_ptr()) }
+        }
+    };
+}
+
+unit32_kernel!(q4_1, Q41);
+unit32_kernel!(q5_0, Q50);
+unit32_kernel!(q5_1, Q51);
+unit32_kernel!(iq4_nl, Iq4Nl);
+unit32_kernel!(mxfp4, Mxfp4);
 safe_kernel!(iq2_xs, iq2_xs_impl, 256, 74, 292);
 safe_kernel!(iq2_s, iq2_s_impl, 256, 82, 292);
 safe_kernel!(iq3_s, iq3_s_impl, 256, 110, 292);

@@ -23,6 +23,8 @@ mod avx2_iq1;
 #[cfg(target_arch = "x86_64")]
 mod avx2_iq_signed;
 #[cfg(target_arch = "x86_64")]
+mod avx2_unit32;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm;
