@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 use glint_gguf::GgmlType;
 
 use super::avx2_iq1::{iq1_m_impl, iq1_s_impl};
-use super::avx2_iq_signed::{iq2_s_impl, iq2_xs_impl, iq3_s_impl};
+use super::avx2_iq_signed::{signed_cols, signed_one, Iq2S, Iq2Xs, Iq3S, SignedGrid};
 use super::avx2_unit32::{unit32_impl, Iq4Nl, Mxfp4, Unit32, Q41, Q50, Q51};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
@@ -82,6 +82,9 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
         Q4_K => q4_k_cols,
         Q5_K => q5_k_cols,
         Q6_K => q6_k_cols,
+        IQ2_XS => iq2_xs_c,
+        IQ2_S => iq2_s_c,
+        IQ3_S => iq3_s_c,
         _ => return None,
     })
 }
@@ -199,9 +202,21 @@ unit32_kernel!(q5_0, Q50);
 unit32_kernel!(q5_1, Q51);
 unit32_kernel!(iq4_nl, Iq4Nl);
 unit32_kernel!(mxfp4, Mxfp4);
-safe_kernel!(iq2_xs, iq2_xs_impl, 256, 74, 292);
-safe_kernel!(iq2_s, iq2_s_impl, 256, 82, 292);
-safe_kernel!(iq3_s, iq3_s_impl, 256, 110, 292);
+/// A [`SignedGrid`] type's one-token and multi-token entry points.
+macro_rules! signed_kernels {
+    ($one:ident, $cols:ident, $g:ty) => {
+        fn $one(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let nb = blocks(n, 256, w, <$g as SignedGrid>::TS, a, 292);
+            // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
+            unsafe { signed_one::<$g>(nb, w.as_ptr(), a.as_ptr()) }
+        }
+        cols_entry!($cols, signed_cols::<$g>, 256, <$g as SignedGrid>::TS, 292);
+    };
+}
+
+signed_kernels!(iq2_xs, iq2_xs_c, Iq2Xs);
+signed_kernels!(iq2_s, iq2_s_c, Iq2S);
+signed_kernels!(iq3_s, iq3_s_c, Iq3S);
 
 /// Q8_0 keeps llama.cpp's AVX2 float order on each row (one eight-lane accumulator, blocks in
 /// order, `hsum_float_8` at the end) because glm5-model's tests hold the Q8_0 path bit-identical

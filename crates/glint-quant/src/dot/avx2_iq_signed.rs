@@ -16,18 +16,32 @@
 use std::arch::x86_64::*;
 
 use super::x86_util::*;
+use super::COLS;
 use crate::grids::{IQ2S_GRID, IQ2XS_GRID, IQ3S_GRID};
 
 const Y_QS: usize = 4;
 
-/// Pairs of `q·(s·g)` as i16 (at most 2·128·62): `g` the grid magnitudes, `s` ±1 bytes, `q`
-/// the activation bytes.
+/// Pairs of `q·w` as i16 (at most 2·128·62): `w` the signed grid values (never -128), `q` the
+/// activation bytes.
 #[inline(always)]
-unsafe fn signed_pairs(g: __m256i, s: __m256i, q: __m256i) -> __m256i {
-    _mm256_maddubs_epi16(
-        _mm256_abs_epi8(q),
-        _mm256_sign_epi8(_mm256_sign_epi8(g, s), q),
-    )
+unsafe fn signed_pairs(w: __m256i, q: __m256i) -> __m256i {
+    _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(w, q))
+}
+
+/// `T` activation rows' step: each row's 32 activations at byte `off` against the signed grid
+/// values `w`, scaled by `ls` and added to its sums.
+#[inline(always)]
+unsafe fn tokens_step<const T: usize>(
+    sumi: &mut [__m256i; T],
+    y: &[*const u8; T],
+    off: usize,
+    w: __m256i,
+    ls: __m256i,
+) {
+    for (s, yt) in sumi.iter_mut().zip(y) {
+        let p = signed_pairs(w, load256(yt.add(off)));
+        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p, ls));
+    }
 }
 
 /// ±1 bytes from four sign bytes (group l's byte in bits 8l..8l+8 of `w`): bit j of a group's
@@ -45,101 +59,141 @@ unsafe fn byte_signs(w: u32) -> __m256i {
 
 /// `lo` in the eight i16 lanes of the low half (elements 0..16), `hi` in the high half.
 #[inline(always)]
-unsafe fn halves16(lo: i32, hi: i32) -> __m256i {
+pub(super) unsafe fn halves16(lo: i32, hi: i32) -> __m256i {
     _mm256_setr_m128i(_mm_set1_epi16(lo as i16), _mm_set1_epi16(hi as i16))
 }
 
-/// The reference's block step: `sumf += (d_x·d_y)·bsum`, blocks in order.
+/// The reference's block step for each row: `sumf += (d_x·d_y)·bsum`, blocks in order.
 #[inline(always)]
-unsafe fn block_term(sumf: f32, xb: *const u8, yb: *const u8, sumi: __m256i) -> f32 {
-    let d = f16_at(xb) * f32_at(yb);
-    sumf + d * hsum_epi32(sumi) as f32
+unsafe fn block_terms<const T: usize>(
+    sumf: &mut [f32; T],
+    xb: *const u8,
+    y: &[*const u8; T],
+    i: usize,
+    sumi: &[__m256i; T],
+) {
+    for t in 0..T {
+        let d = f16_at(xb) * f32_at(y[t].add(i * 292));
+        sumf[t] += d * hsum_epi32(sumi[t]) as f32;
+    }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq2_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    // Block: d f16, qs [u16; 32] (9-bit grid index, 7-bit sign field), scales [u8; 8].
-    let mut sumf = 0.0f32;
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 74), y.add(i * 292));
-        prefetch_ahead_avx2(xb, 74);
-        let mut sumi = _mm256_setzero_si256();
-        for ib in 0..8 {
-            let q = |l: usize| (xb.add(2 + 8 * ib + 2 * l) as *const u16).read_unaligned() as usize;
-            let (q0, q1, q2, q3) = (q(0), q(1), q(2), q(3));
-            let g = _mm256_set_epi64x(
-                IQ2XS_GRID[q3 & 511] as i64,
-                IQ2XS_GRID[q2 & 511] as i64,
-                IQ2XS_GRID[q1 & 511] as i64,
-                IQ2XS_GRID[q0 & 511] as i64,
-            );
-            let s = _mm256_set_epi64x(
-                SIGNS_PM1[q3 >> 9] as i64,
-                SIGNS_PM1[q2 >> 9] as i64,
-                SIGNS_PM1[q1 >> 9] as i64,
-                SIGNS_PM1[q0 >> 9] as i64,
-            );
-            let p = signed_pairs(g, s, load256(yb.add(Y_QS + 32 * ib)));
-            let sc = *xb.add(66 + ib) as i32;
-            let ls = halves16(2 * (sc & 0x0f) + 1, 2 * (sc >> 4) + 1);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, ls));
-        }
-        sumf = block_term(sumf, xb, yb, sumi);
-    }
-    0.125 * sumf
+/// A signed-grid type: block bytes, the reference's final factor, and sub-block `ib`'s 32
+/// signed grid values (element order) with the scales of its two 16-weight halves.
+pub(super) trait SignedGrid {
+    const TS: usize;
+    const FACTOR: f32;
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32);
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq2_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    // Block: d f16, qs [u8; 64] (32 low index bytes, then 32 sign bytes), qh [u8; 8] (two high
-    // index bits a group), scales [u8; 8].
-    let mut sumf = 0.0f32;
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 82), y.add(i * 292));
-        prefetch_ahead_avx2(xb, 82);
-        let mut sumi = _mm256_setzero_si256();
-        for ib in 0..8 {
-            let qh = *xb.add(66 + ib) as usize;
-            let idx = |l: usize| *xb.add(2 + 4 * ib + l) as usize | ((qh << (8 - 2 * l)) & 0x300);
-            let g = _mm256_set_epi64x(
-                IQ2S_GRID[idx(3)] as i64,
-                IQ2S_GRID[idx(2)] as i64,
-                IQ2S_GRID[idx(1)] as i64,
-                IQ2S_GRID[idx(0)] as i64,
-            );
-            let s = byte_signs((xb.add(34 + 4 * ib) as *const u32).read_unaligned());
-            let p = signed_pairs(g, s, load256(yb.add(Y_QS + 32 * ib)));
-            let sc = *xb.add(74 + ib) as i32;
-            let ls = halves16(2 * (sc & 0x0f) + 1, 2 * (sc >> 4) + 1);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, ls));
-        }
-        sumf = block_term(sumf, xb, yb, sumi);
+pub(super) struct Iq2Xs;
+impl SignedGrid for Iq2Xs {
+    // d f16, qs [u16; 32] (9-bit grid index, 7-bit sign field), scales [u8; 8].
+    const TS: usize = 74;
+    const FACTOR: f32 = 0.125;
+    #[inline(always)]
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32) {
+        let q = |l: usize| (xb.add(2 + 8 * ib + 2 * l) as *const u16).read_unaligned() as usize;
+        let (q0, q1, q2, q3) = (q(0), q(1), q(2), q(3));
+        let g = _mm256_set_epi64x(
+            IQ2XS_GRID[q3 & 511] as i64,
+            IQ2XS_GRID[q2 & 511] as i64,
+            IQ2XS_GRID[q1 & 511] as i64,
+            IQ2XS_GRID[q0 & 511] as i64,
+        );
+        let s = _mm256_set_epi64x(
+            SIGNS_PM1[q3 >> 9] as i64,
+            SIGNS_PM1[q2 >> 9] as i64,
+            SIGNS_PM1[q1 >> 9] as i64,
+            SIGNS_PM1[q0 >> 9] as i64,
+        );
+        let sc = *xb.add(66 + ib) as i32;
+        (
+            _mm256_sign_epi8(g, s),
+            2 * (sc & 0x0f) + 1,
+            2 * (sc >> 4) + 1,
+        )
     }
-    0.125 * sumf
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq3_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    // Block: d f16, qs [u8; 64] (low index bytes, two a group), qh [u8; 8] (the ninth bits),
-    // signs [u8; 32], scales [u8; 4] (a nibble a sub-block).
-    let mut sumf = 0.0f32;
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 110), y.add(i * 292));
-        prefetch_ahead_avx2(xb, 110);
-        let mut sumi = _mm256_setzero_si256();
-        for ib in 0..8 {
-            let qs = xb.add(2 + 8 * ib);
-            let qh = *xb.add(66 + ib) as usize;
-            // Entry k (two a group): qs[k] and bit k of qh as the ninth bit.
-            let gi = |k: usize| IQ3S_GRID[*qs.add(k) as usize | ((qh << (8 - k)) & 256)] as i32;
-            let g = _mm256_set_epi32(gi(7), gi(6), gi(5), gi(4), gi(3), gi(2), gi(1), gi(0));
-            let s = byte_signs((xb.add(74 + 4 * ib) as *const u32).read_unaligned());
-            let p = signed_pairs(g, s, load256(yb.add(Y_QS + 32 * ib)));
-            let sc = (*xb.add(106 + ib / 2) >> (4 * (ib % 2))) & 0x0f;
-            let ls = _mm256_set1_epi16(2 * sc as i16 + 1);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, ls));
-        }
-        sumf = block_term(sumf, xb, yb, sumi);
+pub(super) struct Iq2S;
+impl SignedGrid for Iq2S {
+    // d f16, qs [u8; 64] (32 low index bytes, then 32 sign bytes), qh [u8; 8] (two high index
+    // bits a group), scales [u8; 8].
+    const TS: usize = 82;
+    const FACTOR: f32 = 0.125;
+    #[inline(always)]
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32) {
+        let qh = *xb.add(66 + ib) as usize;
+        let idx = |l: usize| *xb.add(2 + 4 * ib + l) as usize | ((qh << (8 - 2 * l)) & 0x300);
+        let g = _mm256_set_epi64x(
+            IQ2S_GRID[idx(3)] as i64,
+            IQ2S_GRID[idx(2)] as i64,
+            IQ2S_GRID[idx(1)] as i64,
+            IQ2S_GRID[idx(0)] as i64,
+        );
+        let s = byte_signs((xb.add(34 + 4 * ib) as *const u32).read_unaligned());
+        let sc = *xb.add(74 + ib) as i32;
+        (
+            _mm256_sign_epi8(g, s),
+            2 * (sc & 0x0f) + 1,
+            2 * (sc >> 4) + 1,
+        )
     }
-    sumf
+}
+
+pub(super) struct Iq3S;
+impl SignedGrid for Iq3S {
+    // d f16, qs [u8; 64] (low index bytes, two a group), qh [u8; 8] (the ninth bits), signs
+    // [u8; 32], scales [u8; 4] (a nibble a sub-block).
+    const TS: usize = 110;
+    const FACTOR: f32 = 1.0;
+    #[inline(always)]
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32) {
+        let qs = xb.add(2 + 8 * ib);
+        let qh = *xb.add(66 + ib) as usize;
+        // Entry k (two a group): qs[k] and bit k of qh as the ninth bit.
+        let gi = |k: usize| IQ3S_GRID[*qs.add(k) as usize | ((qh << (8 - k)) & 256)] as i32;
+        let g = _mm256_set_epi32(gi(7), gi(6), gi(5), gi(4), gi(3), gi(2), gi(1), gi(0));
+        let s = byte_signs((xb.add(74 + 4 * ib) as *const u32).read_unaligned());
+        let ls = 2 * ((*xb.add(106 + ib / 2) >> (4 * (ib % 2))) & 0x0f) as i32 + 1;
+        (_mm256_sign_epi8(g, s), ls, ls)
+    }
+}
+
+/// `T` activation rows against one row of type `G`: each row's arithmetic is the same whatever
+/// `T` (the multi-token kernel gives every token the one-token kernel's bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn signed_impl<G: SignedGrid, const T: usize>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; T],
+) -> [f32; T] {
+    let mut sumf = [0.0f32; T];
+    for i in 0..nb {
+        let xb = x.add(i * G::TS);
+        prefetch_ahead_avx2(xb, G::TS);
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for ib in 0..8 {
+            let (w, lo, hi) = G::sub(xb, ib);
+            tokens_step(&mut sumi, &y, i * 292 + Y_QS + 32 * ib, w, halves16(lo, hi));
+        }
+        block_terms(&mut sumf, xb, &y, i, &sumi);
+    }
+    sumf.map(|s| G::FACTOR * s)
+}
+
+/// The one-row entry point.
+pub(super) unsafe fn signed_one<G: SignedGrid>(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    signed_impl::<G, 1>(nb, x, [y])[0]
+}
+
+/// The [`COLS`]-row entry point.
+pub(super) unsafe fn signed_cols<G: SignedGrid>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; COLS],
+    out: &mut [f32; COLS],
+) {
+    *out = signed_impl::<G, COLS>(nb, x, y);
 }

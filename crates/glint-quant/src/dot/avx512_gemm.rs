@@ -19,7 +19,9 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
+use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq3S};
 use super::avx512::{nibbles64, q5_codes64};
+use super::avx512_gemm_signed::{decode_signed, tile_kernel_signed};
 use super::gemm_tile::*;
 use super::x86_util::*;
 
@@ -60,7 +62,35 @@ static Q8_0: Fmt = Fmt {
     rows: 8,
 };
 
-tile_entries!(Q4_K => Q4_K, Q5_K => Q5_K, Q6_K => Q6_K, Q8_0 => Q8_0);
+static IQ2_XS: Fmt = Fmt {
+    ty: GgmlType::IQ2_XS,
+    decode: decode_signed::<Iq2Xs>,
+    kernel: tile_kernel_signed::<Iq2Xs, 8>,
+    rows: 8,
+    ..Q4_K
+};
+static IQ2_S: Fmt = Fmt {
+    ty: GgmlType::IQ2_S,
+    decode: decode_signed::<Iq2S>,
+    kernel: tile_kernel_signed::<Iq2S, 8>,
+    ..IQ2_XS
+};
+static IQ3_S: Fmt = Fmt {
+    ty: GgmlType::IQ3_S,
+    decode: decode_signed::<Iq3S>,
+    kernel: tile_kernel_signed::<Iq3S, 8>,
+    ..IQ2_XS
+};
+
+tile_entries!(
+    Q4_K => Q4_K,
+    Q5_K => Q5_K,
+    Q6_K => Q6_K,
+    Q8_0 => Q8_0,
+    IQ2_XS => IQ2_XS,
+    IQ2_S => IQ2_S,
+    IQ3_S => IQ3_S,
+);
 
 /// One Q4_K (`Q5` false) or Q5_K row to element-order codes (`nb * 256` bytes) and per-block
 /// constants.

@@ -29,6 +29,8 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm;
 #[cfg(target_arch = "x86_64")]
+mod avx512_gemm_signed;
+#[cfg(target_arch = "x86_64")]
 mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq1;
