@@ -357,7 +357,8 @@ fn gemm_kernels_equal_single_bits() {
     eprintln!("{covered} (type, family) GEMM tiles checked");
 }
 
-/// The IQ1_S, IQ1_M, IQ2_XS, IQ2_S, IQ3_S, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 SIMD kernels add
+/// The IQ2_XXS, IQ3_XXS, IQ1_S, IQ1_M, IQ2_XS, IQ2_S, IQ3_S, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4
+/// SIMD kernels add
 /// the reference's per-block float expression in block order over exact integer sums, so every
 /// family must give the scalar reference's exact bits (one activation quant is -128, which
 /// negating the activation would wrap; scales include zero, subnormal and large ones; block
@@ -365,6 +366,8 @@ fn gemm_kernels_equal_single_bits() {
 #[test]
 fn exact_kernels_equal_scalar_bits() {
     for ty in [
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ3_XXS,
         GgmlType::IQ1_S,
         GgmlType::IQ1_M,
         GgmlType::IQ2_XS,

@@ -20,11 +20,13 @@ use std::arch::x86_64::*;
 use glint_gguf::GgmlType;
 
 use super::avx2_iq1::{iq1_m_impl, iq1_s_impl};
-use super::avx2_iq_signed::{signed_cols, signed_one, Iq2S, Iq2Xs, Iq3S, SignedGrid};
+use super::avx2_iq_signed::{
+    signed_cols, signed_one, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid,
+};
 use super::avx2_unit32::{unit32_impl, Iq4Nl, Mxfp4, Unit32, Q41, Q50, Q51};
 use super::x86_util::*;
 use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
-use crate::grids::{IQ2XXS_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
+use crate::grids::KVALUES_IQ4NL;
 
 /// The AVX2 kernel for `ty`, if there is one.
 pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
@@ -82,6 +84,8 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
         Q4_K => q4_k_cols,
         Q5_K => q5_k_cols,
         Q6_K => q6_k_cols,
+        IQ2_XXS => iq2_xxs_c,
+        IQ3_XXS => iq3_xxs_c,
         IQ2_XS => iq2_xs_c,
         IQ2_S => iq2_s_c,
         IQ3_S => iq3_s_c,
@@ -181,8 +185,6 @@ cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
 safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
-safe_kernel!(iq2_xxs, iq2_xxs_impl, 256, 66, 292);
-safe_kernel!(iq3_xxs, iq3_xxs_impl, 256, 98, 292);
 safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
 safe_kernel!(iq1_m, iq1_m_impl, 256, 56, 292);
 
@@ -214,6 +216,8 @@ macro_rules! signed_kernels {
     };
 }
 
+signed_kernels!(iq2_xxs, iq2_xxs_c, Iq2Xxs);
+signed_kernels!(iq3_xxs, iq3_xxs_c, Iq3Xxs);
 signed_kernels!(iq2_xs, iq2_xs_c, Iq2Xs);
 signed_kernels!(iq2_s, iq2_s_c, Iq2S);
 signed_kernels!(iq3_s, iq3_s_c, Iq3S);
@@ -893,68 +897,6 @@ unsafe fn iq4_xs_impl<const R: usize, const PERMUTED: bool>(
         }
     }
     acc.map(|a| hsum_ps(a))
-}
-
-/// Sign bytes (+1/-1) for four 8-weight groups from the four 7-bit fields of `aux`.
-#[inline(always)]
-pub(super) unsafe fn iq_signs(aux: u32) -> __m256i {
-    _mm256_set_epi64x(
-        SIGNS_PM1[((aux >> 21) & 127) as usize] as i64,
-        SIGNS_PM1[((aux >> 14) & 127) as usize] as i64,
-        SIGNS_PM1[((aux >> 7) & 127) as usize] as i64,
-        SIGNS_PM1[(aux & 127) as usize] as i64,
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 66), y.add(i * 292));
-        prefetch_ahead_avx2(xb, 66);
-        let mut sumi = _mm256_setzero_si256();
-        for ib in 0..8 {
-            let q = xb.add(2 + 8 * ib);
-            let a0 = (q as *const u32).read_unaligned();
-            let a1 = (q.add(4) as *const u32).read_unaligned();
-            let g = _mm256_set_epi64x(
-                IQ2XXS_GRID[(a0 >> 24) as usize] as i64,
-                IQ2XXS_GRID[((a0 >> 16) & 255) as usize] as i64,
-                IQ2XXS_GRID[((a0 >> 8) & 255) as usize] as i64,
-                IQ2XXS_GRID[(a0 & 255) as usize] as i64,
-            );
-            let q8 = _mm256_sign_epi8(load256(yb.add(4 + 32 * ib)), iq_signs(a1));
-            let p16 = _mm256_maddubs_epi16(g, q8);
-            let ls = _mm256_set1_epi16(2 * (a1 >> 28) as i16 + 1);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, ls));
-        }
-        let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    0.125 * hsum_ps(acc)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (xb, yb) = (x.add(i * 98), y.add(i * 292));
-        prefetch_ahead_avx2(xb, 98);
-        let mut sumi = _mm256_setzero_si256();
-        for ib in 0..8 {
-            let q3 = xb.add(2 + 8 * ib);
-            let aux = (xb.add(66 + 4 * ib) as *const u32).read_unaligned();
-            let gi = |k: usize| IQ3XXS_GRID[*q3.add(k) as usize] as i32;
-            let g = _mm256_set_epi32(gi(7), gi(6), gi(5), gi(4), gi(3), gi(2), gi(1), gi(0));
-            let q8 = _mm256_sign_epi8(load256(yb.add(4 + 32 * ib)), iq_signs(aux));
-            let p16 = _mm256_maddubs_epi16(g, q8);
-            let ls = _mm256_set1_epi16(2 * (aux >> 28) as i16 + 1);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, ls));
-        }
-        let d = _mm256_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
-    }
-    0.25 * hsum_ps(acc)
 }
 
 /// Float rows (F32 / F16 / BF16 weights against activations of the same format). ggml's x86

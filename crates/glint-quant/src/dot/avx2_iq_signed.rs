@@ -1,10 +1,12 @@
-//! IQ2_XS, IQ2_S and IQ3_S against Q8_K with AVX2 (AVX-512 CPUs use these too).
+//! The signed-grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) against Q8_K with AVX2;
+//! AVX-512 CPUs use these too, except where `avx512_iq` has a kernel.
 //!
-//! These three types had only the scalar reference, about 0.5 GB/s a core: sixty times below
-//! what one core streams. Each 8 weights are a grid row (magnitudes, a byte each) and 8 sign
-//! bits (IQ2_XS: a 7-bit field expanded by the parity table, the others: a whole byte); a
-//! sub-block of 32 weights is four rows in one register, multiplied by the activation with
-//! `vpmaddubsw` and scaled by its sub-block scales with `vpmaddwd`.
+//! Each 8 weights are a grid row (magnitudes, a byte each) and 8 sign bits (IQ2_XXS, IQ2_XS,
+//! IQ3_XXS: a 7-bit field expanded by the parity table, the others: a whole byte); a sub-block
+//! of 32 weights is four rows in one register, multiplied by the activation with `vpmaddubsw`
+//! and scaled by its sub-block scales with `vpmaddwd`. Each type is one [`SignedGrid`] row: how
+//! a sub-block decodes. The same decode feeds the one-token and multi-token kernels here and
+//! the AVX-512 GEMM tiles (`avx512_gemm_signed`).
 //!
 //! Exactness: `vpmaddubsw` takes one unsigned operand, and negating the activation (as the
 //! IQ2_XXS kernel does) wraps Q8_K's -128. So the signs go on the grid (`|g| < 64`, never
@@ -17,7 +19,7 @@ use std::arch::x86_64::*;
 
 use super::x86_util::*;
 use super::COLS;
-use crate::grids::{IQ2S_GRID, IQ2XS_GRID, IQ3S_GRID};
+use crate::grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 
 const Y_QS: usize = 4;
 
@@ -84,6 +86,54 @@ pub(super) trait SignedGrid {
     const TS: usize;
     const FACTOR: f32;
     unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32);
+}
+
+/// Sign bytes (+1/-1) for four 8-weight groups from the four 7-bit fields of `aux`.
+#[inline(always)]
+unsafe fn parity_signs(aux: u32) -> __m256i {
+    _mm256_set_epi64x(
+        SIGNS_PM1[((aux >> 21) & 127) as usize] as i64,
+        SIGNS_PM1[((aux >> 14) & 127) as usize] as i64,
+        SIGNS_PM1[((aux >> 7) & 127) as usize] as i64,
+        SIGNS_PM1[(aux & 127) as usize] as i64,
+    )
+}
+
+pub(super) struct Iq2Xxs;
+impl SignedGrid for Iq2Xxs {
+    // d f16, then per 32 weights four grid index bytes and a u32 of four 7-bit sign fields and
+    // a 4-bit scale.
+    const TS: usize = 66;
+    const FACTOR: f32 = 0.125;
+    #[inline(always)]
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32) {
+        let q = xb.add(2 + 8 * ib);
+        let (a0, a1) = (
+            (q as *const u32).read_unaligned(),
+            (q.add(4) as *const u32).read_unaligned(),
+        );
+        let g = |l: u32| IQ2XXS_GRID[((a0 >> (8 * l)) & 255) as usize] as i64;
+        let w = _mm256_sign_epi8(_mm256_set_epi64x(g(3), g(2), g(1), g(0)), parity_signs(a1));
+        let ls = 2 * (a1 >> 28) as i32 + 1;
+        (w, ls, ls)
+    }
+}
+
+pub(super) struct Iq3Xxs;
+impl SignedGrid for Iq3Xxs {
+    // d f16, 64 grid index bytes (eight per 32 weights, four values each), then per 32 weights
+    // a u32 of four 7-bit sign fields and a 4-bit scale.
+    const TS: usize = 98;
+    const FACTOR: f32 = 0.25;
+    #[inline(always)]
+    unsafe fn sub(xb: *const u8, ib: usize) -> (__m256i, i32, i32) {
+        let q3 = xb.add(2 + 8 * ib);
+        let aux = (xb.add(66 + 4 * ib) as *const u32).read_unaligned();
+        let gi = |k: usize| IQ3XXS_GRID[*q3.add(k) as usize] as i32;
+        let g = _mm256_set_epi32(gi(7), gi(6), gi(5), gi(4), gi(3), gi(2), gi(1), gi(0));
+        let ls = 2 * (aux >> 28) as i32 + 1;
+        (_mm256_sign_epi8(g, parity_signs(aux)), ls, ls)
+    }
 }
 
 pub(super) struct Iq2Xs;

@@ -19,7 +19,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq3S};
+use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
 use super::avx512::{nibbles64, q5_codes64};
 use super::avx512_gemm_signed::{decode_signed, tile_kernel_signed};
 use super::gemm_tile::*;
@@ -75,6 +75,18 @@ static IQ2_S: Fmt = Fmt {
     kernel: tile_kernel_signed::<Iq2S, 8>,
     ..IQ2_XS
 };
+static IQ2_XXS: Fmt = Fmt {
+    ty: GgmlType::IQ2_XXS,
+    decode: decode_signed::<Iq2Xxs>,
+    kernel: tile_kernel_signed::<Iq2Xxs, 8>,
+    ..IQ2_XS
+};
+static IQ3_XXS: Fmt = Fmt {
+    ty: GgmlType::IQ3_XXS,
+    decode: decode_signed::<Iq3Xxs>,
+    kernel: tile_kernel_signed::<Iq3Xxs, 8>,
+    ..IQ2_XS
+};
 static IQ3_S: Fmt = Fmt {
     ty: GgmlType::IQ3_S,
     decode: decode_signed::<Iq3S>,
@@ -87,7 +99,9 @@ tile_entries!(
     Q5_K => Q5_K,
     Q6_K => Q6_K,
     Q8_0 => Q8_0,
+    IQ2_XXS => IQ2_XXS,
     IQ2_XS => IQ2_XS,
+    IQ3_XXS => IQ3_XXS,
     IQ2_S => IQ2_S,
     IQ3_S => IQ3_S,
 );

@@ -1,4 +1,5 @@
-//! AVX-512 VNNI GEMM tiles for the signed-grid types (IQ2_XS, IQ2_S, IQ3_S): prefill and
+//! AVX-512 VNNI GEMM tiles for the signed-grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S):
+//! prefill and
 //! batched decode on the `gemm_tile` driver.
 //!
 //! Their one-token kernels (`avx2_iq_signed`) spend most of each block on grid lookups and sign

@@ -8,9 +8,9 @@
 //! the indices that puts each pair of groups' codes where one `vpmultishiftqb` (every byte
 //! takes its code's bits) and one `vpermb` (code to magnitude) turn them into 64 weights.
 //! Signs stay on the scalar side (`pdep` and a parity fold), whose ports are idle. The integer
-//! sums and the float steps are those of the scalar reference's per-block formula, so results
-//! match the AVX2 kernels (which the selection falls back to without VBMI) within the
-//! tolerance the tests state.
+//! sums are exact and each block's float step is the scalar reference's, in block order, so the
+//! results are the reference's bits, as the AVX2 kernels' (which the selection falls back to
+//! without VBMI) and the GEMM tiles' are.
 
 use std::arch::x86_64::*;
 
@@ -98,8 +98,11 @@ unsafe fn signed_sum(
     ls: __m512i,
 ) -> __m512i {
     let q8 = _mm512_loadu_si512(q8 as *const _);
-    let q8s = _mm512_mask_sub_epi8(q8, signs, _mm512_setzero_si512(), q8);
-    _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(grid, q8s), ls)
+    // The signs go on the grid, with the activation's own sign folded in, and the activation's
+    // magnitude is the unsigned operand: negating the activation would wrap Q8_K's -128.
+    let flip = signs ^ _mm512_movepi8_mask(q8);
+    let w = _mm512_mask_sub_epi8(grid, flip, _mm512_setzero_si512(), grid);
+    _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_abs_epi8(q8), w), ls)
 }
 
 #[target_feature(
@@ -114,7 +117,7 @@ pub unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let order = byte_ctrl(|l| 8 * (l % 4) + l / 4);
     let scale_sel: [__m512i; 4] = word_ctrl(|p, l| 4 * (2 * p + l / 16));
     let coords: [__m512i; 4] = std::array::from_fn(|p| shift_ctrl(|b| 16 * p + 2 * b));
-    let mut acc = _mm512_setzero_ps();
+    let mut sumf = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 66), y.add(i * 292));
         prefetch_ahead(xb, 66);
@@ -140,11 +143,10 @@ pub unsafe fn iq2_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let lsp = _mm512_permutexvar_epi16(scale_sel[p], ls);
             sumi[p % 2] = signed_sum(sumi[p % 2], grid, yb.add(4 + 64 * p), signs, lsp);
         }
-        let sumi = _mm512_add_epi32(sumi[0], sumi[1]);
-        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+        let bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(sumi[0], sumi[1]));
+        sumf += (f16_at(xb) * f32_at(yb)) * bsum as f32;
     }
-    0.125 * _mm512_reduce_add_ps(acc)
+    0.125 * sumf
 }
 
 #[target_feature(
@@ -159,7 +161,7 @@ pub unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let order = byte_ctrl(|l| 16 * (l % 4 / 2) + 2 * (l / 4) + l % 2);
     let scale_sel: [__m512i; 4] = word_ctrl(|p, l| 2 * (2 * p + l / 16));
     let coords: [__m512i; 2] = std::array::from_fn(|h| shift_ctrl(|b| 32 * h + 4 * b));
-    let mut acc = _mm512_setzero_ps();
+    let mut sumf = 0.0f32;
     for i in 0..nb {
         let (xb, yb) = (x.add(i * 98), y.add(i * 292));
         prefetch_ahead(xb, 98);
@@ -191,9 +193,8 @@ pub unsafe fn iq3_xxs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
             let lsp = _mm512_permutexvar_epi16(scale_sel[p], ls);
             sumi[p % 2] = signed_sum(sumi[p % 2], grid, yb.add(4 + 64 * p), signs, lsp);
         }
-        let sumi = _mm512_add_epi32(sumi[0], sumi[1]);
-        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+        let bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(sumi[0], sumi[1]));
+        sumf += (f16_at(xb) * f32_at(yb)) * bsum as f32;
     }
-    0.25 * _mm512_reduce_add_ps(acc)
+    0.25 * sumf
 }
