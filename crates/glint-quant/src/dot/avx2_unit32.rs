@@ -57,6 +57,33 @@ unsafe fn lookup(table: &[i8; 16], codes: __m256i) -> __m256i {
     _mm256_shuffle_epi8(_mm256_set_m128i(t, t), codes)
 }
 
+/// The Q8_0-partner types' weight scale: their float term is `(d_a · scale) · s`, which the
+/// AVX-512 GEMM tiles compute for sixteen tokens at once.
+pub(super) trait Unit32Q8: Unit32 {
+    unsafe fn wscale(x: *const u8) -> f32;
+}
+
+impl Unit32Q8 for Q50 {
+    #[inline(always)]
+    unsafe fn wscale(x: *const u8) -> f32 {
+        f16_at(x)
+    }
+}
+
+impl Unit32Q8 for Iq4Nl {
+    #[inline(always)]
+    unsafe fn wscale(x: *const u8) -> f32 {
+        f16_at(x)
+    }
+}
+
+impl Unit32Q8 for Mxfp4 {
+    #[inline(always)]
+    unsafe fn wscale(x: *const u8) -> f32 {
+        e8m0_to_f32_half(*x)
+    }
+}
+
 pub(super) struct Q41;
 impl Unit32 for Q41 {
     const TS: usize = 20; // d, m, qs

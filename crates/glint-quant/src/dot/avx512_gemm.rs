@@ -20,6 +20,7 @@ use std::arch::x86_64::*;
 use glint_gguf::GgmlType;
 
 use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
+use super::avx2_unit32::{Iq4Nl, Mxfp4, Unit32Q8, Q50};
 use super::avx512::{nibbles64, q5_codes64};
 use super::avx512_gemm_signed::{decode_signed, tile_kernel_signed};
 use super::gemm_tile::*;
@@ -58,8 +59,26 @@ static Q8_0: Fmt = Fmt {
     meta: 2,
     pack: pack_tile_q8_0,
     decode: decode_row_q8_0,
-    kernel: tile_kernel_q8_0::<8>,
+    kernel: tile_kernel_q8_0::<8, 34, 2>,
     rows: 8,
+};
+/// The Q8_0-partner 32-element types on Q8_0's kernel, their rows decoded to int8 codes first.
+static Q5_0: Fmt = Fmt {
+    ty: GgmlType::Q5_0,
+    codes: 32,
+    decode: decode_row_unit32::<Q50>,
+    kernel: tile_kernel_q8_0::<8, 32, 0>,
+    ..Q8_0
+};
+static IQ4_NL: Fmt = Fmt {
+    ty: GgmlType::IQ4_NL,
+    decode: decode_row_unit32::<Iq4Nl>,
+    ..Q5_0
+};
+static MXFP4: Fmt = Fmt {
+    ty: GgmlType::MXFP4,
+    decode: decode_row_unit32::<Mxfp4>,
+    ..Q5_0
 };
 
 static IQ2_XS: Fmt = Fmt {
@@ -99,6 +118,9 @@ tile_entries!(
     Q5_K => Q5_K,
     Q6_K => Q6_K,
     Q8_0 => Q8_0,
+    Q5_0 => Q5_0,
+    IQ4_NL => IQ4_NL,
+    MXFP4 => MXFP4,
     IQ2_XXS => IQ2_XXS,
     IQ2_XS => IQ2_XS,
     IQ3_XXS => IQ3_XXS,
@@ -313,10 +335,31 @@ unsafe fn decode_row_q8_0(nb: usize, x: *const u8, _codes: &mut [u8], meta: &mut
     }
 }
 
-/// [`tile_kernel`] for Q8_0 rows read in place: per block the exact integer dot, then the
+/// A [`Unit32Q8`] row to int8 codes (32 a block) and Q8_0's block constants: the correction
+/// `128 · Σ codes` and the weight scale.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn decode_row_unit32<T: Unit32Q8>(
+    nb: usize,
+    x: *const u8,
+    codes: &mut [u8],
+    meta: &mut [i32],
+) {
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
+    for b in 0..nb {
+        let xb = x.add(b * T::TS);
+        let q = T::quants(xb);
+        _mm256_storeu_si256(codes.as_mut_ptr().add(32 * b) as *mut _, q);
+        let sum = hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16));
+        meta[2 * b] = 128 * sum;
+        meta[2 * b + 1] = T::wscale(xb).to_bits() as i32;
+    }
+}
+
+/// [`tile_kernel`] for Q8_0 rows read in place (and decoded 32-element rows, `STRIDE` 32): per block the exact integer dot, then the
 /// scalar reference's float steps (`sum += s * (dw * da)`, block order).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn tile_kernel_q8_0<const RN: usize>(
+unsafe fn tile_kernel_q8_0<const RN: usize, const STRIDE: usize, const OFF: usize>(
     nb: usize,
     rows: [*const u8; R],
     meta: [*const i32; R],
@@ -331,7 +374,7 @@ unsafe fn tile_kernel_q8_0<const RN: usize>(
         for k in 0..8 {
             let a = _mm512_loadu_si512(ab.add(64 * k) as *const _);
             for r in 0..RN {
-                let wc = (rows[r].add(b * 34 + 2 + 4 * k) as *const i32).read_unaligned();
+                let wc = (rows[r].add(b * STRIDE + OFF + 4 * k) as *const i32).read_unaligned();
                 p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
             }
         }
