@@ -22,7 +22,7 @@ use glint_gguf::GgmlType;
 use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
 use super::avx2_unit32::{Iq4Nl, Mxfp4, Unit32Q8, Q50};
 use super::avx512::{nibbles64, q5_codes64};
-use super::avx512_gemm_signed::{decode_signed, tile_kernel_signed};
+use super::avx512_gemm_signed::{decode_iq1_s, decode_signed, tile_kernel_signed, Iq1STile};
 use super::gemm_tile::*;
 use super::x86_util::*;
 
@@ -106,6 +106,12 @@ static IQ3_XXS: Fmt = Fmt {
     kernel: tile_kernel_signed::<Iq3Xxs, 8>,
     ..IQ2_XS
 };
+static IQ1_S: Fmt = Fmt {
+    ty: GgmlType::IQ1_S,
+    decode: decode_iq1_s,
+    kernel: tile_kernel_signed::<Iq1STile, 8>,
+    ..IQ2_XS
+};
 static IQ3_S: Fmt = Fmt {
     ty: GgmlType::IQ3_S,
     decode: decode_signed::<Iq3S>,
@@ -126,6 +132,7 @@ tile_entries!(
     IQ3_XXS => IQ3_XXS,
     IQ2_S => IQ2_S,
     IQ3_S => IQ3_S,
+    IQ1_S => IQ1_S,
 );
 
 /// One Q4_K (`Q5` false) or Q5_K row to element-order codes (`nb * 256` bytes) and per-block

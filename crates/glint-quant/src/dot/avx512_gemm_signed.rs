@@ -1,5 +1,5 @@
-//! AVX-512 VNNI GEMM tiles for the signed-grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S):
-//! prefill and
+//! AVX-512 VNNI GEMM tiles for the signed-grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
+//! and IQ1_S: prefill and
 //! batched decode on the `gemm_tile` driver.
 //!
 //! Their one-token kernels (`avx2_iq_signed`) spend most of each block on grid lookups and sign
@@ -10,13 +10,15 @@
 //! `128 · Σ w`, which the decode computes per block (times the scales) and the kernel takes off.
 //! The integer sums are exact; each block's float step is the scalar reference's
 //! (`sum += (d_x·d_y)·bsum`, block order, the type's factor at the end), so every token gets the
-//! one-token kernel's bits.
+//! one-token kernel's bits. IQ1_S adds its delta term, `0.125 · Σ ls·(±1)·(32-sum of the
+//! activation)`, from the tile's packed 32-element sums, as Q4_K's mins are.
 
 use std::arch::x86_64::*;
 
-use super::avx2_iq_signed::{halves16, SignedGrid};
+use super::avx2_iq_signed::{halves16, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid};
 use super::gemm_tile::*;
 use super::x86_util::*;
+use crate::grids::{IQ1S_DELTA, IQ1S_GRID};
 
 /// One row to signed grid values (`nb * 256` bytes) and per-block constants: the sixteen
 /// half-sub-block scales, the correction `128 · Σ scale · w`, and d (f32 bits).
@@ -45,9 +47,65 @@ pub(super) unsafe fn decode_signed<G: SignedGrid>(
     }
 }
 
+/// What a grid tile's float step needs of its type: the reference's final factor, and whether
+/// the block has IQ1_S's delta term.
+pub(super) trait GridTile {
+    const FACTOR: f32;
+    const DELTA: bool;
+}
+
+macro_rules! signed_tiles {
+    ($($g:ty),+) => {
+        $(impl GridTile for $g {
+            const FACTOR: f32 = <$g as SignedGrid>::FACTOR;
+            const DELTA: bool = false;
+        })+
+    };
+}
+signed_tiles!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S);
+
+/// IQ1_S as a tile.
+pub(super) struct Iq1STile;
+impl GridTile for Iq1STile {
+    const FACTOR: f32 = 1.0;
+    const DELTA: bool = true;
+}
+
+/// One IQ1_S row (d f16, qs [u8; 32], qh [u16; 8]) to grid values (-1, 0, 1, element order) and
+/// the block constants [`tile_kernel_signed`] reads, plus the delta pairs: `ls·(±1)` of
+/// sub-blocks 2p and 2p + 1 as an i16 pair in `meta[18 + p]`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+pub(super) unsafe fn decode_iq1_s(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
+    let ones = _mm256_set1_epi8(1);
+    for b in 0..nb {
+        let xb = x.add(b * 50);
+        let m = &mut meta[b * META..(b + 1) * META];
+        let mut corr = _mm256_setzero_si256();
+        let mut dl = [0i32; 8];
+        for (ib, dl) in dl.iter_mut().enumerate() {
+            let qh = (xb.add(34 + 2 * ib) as *const u16).read_unaligned() as usize;
+            let idx = |l: usize| *xb.add(2 + 4 * ib + l) as usize | (((qh >> (3 * l)) & 7) << 8);
+            let g = |l: usize| IQ1S_GRID[idx(l)] as i64;
+            let w = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+            _mm256_storeu_si256(codes.as_mut_ptr().add(b * 256 + 32 * ib) as *mut _, w);
+            let ls = 2 * ((qh >> 12) & 7) as i32 + 1;
+            let pairs = _mm256_maddubs_epi16(ones, w);
+            corr = _mm256_add_epi32(corr, _mm256_madd_epi16(pairs, _mm256_set1_epi16(ls as i16)));
+            m[2 * ib] = ls;
+            m[2 * ib + 1] = ls;
+            *dl = if qh & 0x8000 != 0 { -ls } else { ls };
+        }
+        m[16] = 128 * hsum_epi32(corr);
+        m[17] = f16_at(xb).to_bits() as i32;
+        for p in 0..4 {
+            m[18 + p] = (dl[2 * p] as i16 as u16 as i32) | (dl[2 * p + 1] << 16);
+        }
+    }
+}
+
 /// `RN` decoded rows against one token tile over all `nb` blocks: `out[r][t]` is row r . token t.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-pub(super) unsafe fn tile_kernel_signed<G: SignedGrid, const RN: usize>(
+pub(super) unsafe fn tile_kernel_signed<G: GridTile, const RN: usize>(
     nb: usize,
     codes: [*const u8; R],
     meta: [*const i32; R],
@@ -74,12 +132,28 @@ pub(super) unsafe fn tile_kernel_signed<G: SignedGrid, const RN: usize>(
                 s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
             }
         }
+        // IQ1_S: Σ ls·(±1)·(32-sum) over the sub-blocks, from the tile's paired 32-sums.
+        let mut delta = [z; RN];
+        if G::DELTA {
+            for pi in 0..4 {
+                let bsum = _mm512_loadu_si512(ab.add(BS32_AT + 64 * pi) as *const _);
+                for r in 0..RN {
+                    let dp = _mm512_set1_epi32(*meta[r].add(b * META + 18 + pi));
+                    delta[r] = _mm512_dpwssd_epi32(delta[r], bsum, dp);
+                }
+            }
+        }
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
         for r in 0..RN {
             let mb = meta[r].add(b * META);
             let t = _mm512_sub_epi32(s[r], _mm512_set1_epi32(*mb.add(16)));
             let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(17) as u32)), yd);
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(t)));
+            let mut v = _mm512_cvtepi32_ps(t);
+            if G::DELTA {
+                let dv = _mm512_mul_ps(_mm512_set1_ps(IQ1S_DELTA), _mm512_cvtepi32_ps(delta[r]));
+                v = _mm512_add_ps(v, dv);
+            }
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(d, v));
         }
     }
     let f = _mm512_set1_ps(G::FACTOR);
