@@ -174,6 +174,58 @@ unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], 
     }
 }
 
+/// Block `b`'s `Σ scale_sb · (codes · (q + 128))` for `RN` decoded rows against the packed
+/// block at `ab`: `SUBS` sub-blocks of `256 / SUBS` weights, sub-block `sb`'s scale the rows'
+/// block constant `sb`. One `vpdpbusd` per four weights and sixteen tokens, exact.
+#[inline(always)]
+pub(super) unsafe fn scaled_sums<const RN: usize, const SUBS: usize>(
+    b: usize,
+    codes: &[*const u8; R],
+    meta: &[*const i32; R],
+    ab: *const u8,
+) -> [__m512i; RN] {
+    let z = _mm512_setzero_si512();
+    let dwords = 64 / SUBS;
+    let mut s = [z; RN];
+    for sb in 0..SUBS {
+        let mut p = [z; RN];
+        for k in 0..dwords {
+            let at = dwords * sb + k;
+            let a = _mm512_loadu_si512(ab.add(at * 64) as *const _);
+            for r in 0..RN {
+                let wc = (codes[r].add(b * 256 + 4 * at) as *const i32).read_unaligned();
+                p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
+            }
+        }
+        for r in 0..RN {
+            let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
+            s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
+        }
+    }
+    s
+}
+
+/// Block `b`'s `Σ_p (c_2p · s_2p + c_2p+1 · s_2p+1)` for `RN` rows, `s` the tile's 32-element
+/// activation sums and `(c_2p, c_2p+1)` the i16 pair in the rows' block constant `first + p`
+/// (Q4_K/Q5_K: the mins; IQ1_S: scale times delta sign). Exact.
+#[inline(always)]
+pub(super) unsafe fn pair_sums32<const RN: usize>(
+    b: usize,
+    meta: &[*const i32; R],
+    ab: *const u8,
+    first: usize,
+) -> [__m512i; RN] {
+    let mut m = [_mm512_setzero_si512(); RN];
+    for pi in 0..4 {
+        let bsum = _mm512_loadu_si512(ab.add(BS32_AT + 64 * pi) as *const _);
+        for r in 0..RN {
+            let c = _mm512_set1_epi32(*meta[r].add(b * META + first + pi));
+            m[r] = _mm512_dpwssd_epi32(m[r], bsum, c);
+        }
+    }
+    m
+}
+
 /// `R` decoded rows against one token tile over all `nb` blocks: `out[r][t]` is row r . token t.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn tile_kernel<const RN: usize>(
@@ -183,34 +235,11 @@ unsafe fn tile_kernel<const RN: usize>(
     tile: *const u8,
     out: &mut [[f32; TOK]; R],
 ) {
-    let z = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [z; RN];
-        for sb in 0..8 {
-            let mut p = [z; RN];
-            for k in 0..8 {
-                let a = _mm512_loadu_si512(ab.add((8 * sb + k) * 64) as *const _);
-                for r in 0..RN {
-                    let wc =
-                        (codes[r].add(b * 256 + 32 * sb + 4 * k) as *const i32).read_unaligned();
-                    p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
-                }
-            }
-            for r in 0..RN {
-                let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
-                s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
-            }
-        }
-        let mut m = [z; RN];
-        for pi in 0..4 {
-            let bsum = _mm512_loadu_si512(ab.add(BS32_AT + 64 * pi) as *const _);
-            for r in 0..RN {
-                let mp = _mm512_set1_epi32(*meta[r].add(b * META + 8 + pi));
-                m[r] = _mm512_dpwssd_epi32(m[r], bsum, mp);
-            }
-        }
+        let s = scaled_sums::<RN, 8>(b, &codes, &meta, ab);
+        let m = pair_sums32::<RN>(b, &meta, ab, 8);
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
         for r in 0..RN {
             let mb = meta[r].add(b * META);
@@ -292,22 +321,7 @@ unsafe fn tile_kernel_q6<const RN: usize>(
     let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [z; RN];
-        for sb in 0..16 {
-            let mut p = [z; RN];
-            for k in 0..4 {
-                let a = _mm512_loadu_si512(ab.add((4 * sb + k) * 64) as *const _);
-                for r in 0..RN {
-                    let wc =
-                        (codes[r].add(b * 256 + 16 * sb + 4 * k) as *const i32).read_unaligned();
-                    p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
-                }
-            }
-            for r in 0..RN {
-                let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
-                s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
-            }
-        }
+        let s = scaled_sums::<RN, 16>(b, &codes, &meta, ab);
         let mut bias = [z; RN];
         for pi in 0..8 {
             let bsum = _mm512_loadu_si512(ab.add(BS16_AT + 64 * pi) as *const _);

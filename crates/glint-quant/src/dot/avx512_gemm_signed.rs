@@ -16,6 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_iq_signed::{halves16, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid};
+use super::avx512_gemm::{pair_sums32, scaled_sums};
 use super::gemm_tile::*;
 use super::x86_util::*;
 use crate::grids::{IQ1S_DELTA, IQ1S_GRID};
@@ -116,33 +117,13 @@ pub(super) unsafe fn tile_kernel_signed<G: GridTile, const RN: usize>(
     let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
-        let mut s = [z; RN];
-        for sb in 0..16 {
-            let mut p = [z; RN];
-            for k in 0..4 {
-                let a = _mm512_loadu_si512(ab.add((4 * sb + k) * 64) as *const _);
-                for r in 0..RN {
-                    let wc =
-                        (codes[r].add(b * 256 + 16 * sb + 4 * k) as *const i32).read_unaligned();
-                    p[r] = _mm512_dpbusd_epi32(p[r], a, _mm512_set1_epi32(wc));
-                }
-            }
-            for r in 0..RN {
-                let sc = _mm512_set1_epi32(*meta[r].add(b * META + sb));
-                s[r] = _mm512_add_epi32(s[r], _mm512_mullo_epi32(p[r], sc));
-            }
-        }
+        let s = scaled_sums::<RN, 16>(b, &codes, &meta, ab);
         // IQ1_S: Σ ls·(±1)·(32-sum) over the sub-blocks, from the tile's paired 32-sums.
-        let mut delta = [z; RN];
-        if G::DELTA {
-            for pi in 0..4 {
-                let bsum = _mm512_loadu_si512(ab.add(BS32_AT + 64 * pi) as *const _);
-                for r in 0..RN {
-                    let dp = _mm512_set1_epi32(*meta[r].add(b * META + 18 + pi));
-                    delta[r] = _mm512_dpwssd_epi32(delta[r], bsum, dp);
-                }
-            }
-        }
+        let delta = if G::DELTA {
+            pair_sums32::<RN>(b, &meta, ab, 18)
+        } else {
+            [z; RN]
+        };
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
         for r in 0..RN {
             let mb = meta[r].add(b * META);
