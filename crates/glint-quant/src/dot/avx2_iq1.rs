@@ -10,7 +10,9 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_iq_signed::halves16;
 use super::x86_util::*;
+use super::COLS;
 use crate::grids::{IQ1S_DELTA, IQ1S_GRID_P1};
 
 /// Byte offsets in an IQ1_S block (d: f16, qs: 32 low index bytes, qh: 8 u16) and in a Q8_K
@@ -58,55 +60,66 @@ pub unsafe fn iq1_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 /// scales per 32 weights, and the block's f16 scale spread over the top nibbles of the four
 /// scale words. The delta term needs the activation summed per 8 weights (Q8_K's block sums are
 /// per 16), so a second `vpmaddubsw` against ones gives those pairs; `Σ g·q` is then the shifted
-/// grid's pairs minus them, exact in i16. Each 8-weight group's scale (and scale times delta
-/// sign) fills its four i16 lanes of one `vpmaddwd` operand. Bit for bit the reference.
+/// grid's pairs minus them, exact in i16. Each sub-block's two scales fill the halves of one i16
+/// vector and its four delta signs go onto them with `vpsignw` (no `pdep`: it is microcoded on
+/// Zen 1/2, which run this family). Written for `T` activation rows (the multi-token
+/// kernel decodes each sub-block once for all of them); each row's arithmetic is the same
+/// whatever `T`, and bit for bit the reference's.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq1_m_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+unsafe fn iq1_m_rows<const T: usize>(nb: usize, x: *const u8, y: [*const u8; T]) -> [f32; T] {
     // Block: qs [u8; 32] at 0, qh [u8; 16] at 32, scales [u8; 8] at 48 (four u16).
     let grid = |i: usize| IQ1S_GRID_P1[i] as i64;
     let ones = _mm256_set1_epi8(1);
-    // An i16 value in all four lanes of a u64.
-    let rep = |v: i32| ((v as i16 as u16 as u64) * 0x0001_0001_0001_0001) as i64;
-    let mut sumf = 0.0f32;
+    // Group l's delta bit (bit 3 of qh byte l/2 for even l, bit 7 for odd) in its four lanes.
+    let dbit = _mm256_setr_epi16(
+        0x08, 0x08, 0x08, 0x08, 0x80, 0x80, 0x80, 0x80, 0x0800, 0x0800, 0x0800, 0x0800, -0x8000,
+        -0x8000, -0x8000, -0x8000,
+    );
+    let mut sumf = [0.0f32; T];
     for i in 0..nb {
-        let (xb, yb) = (x.add(i * 56), y.add(i * 292));
+        let xb = x.add(i * 56);
         prefetch_ahead_avx2(xb, 56);
-        let sc: [u16; 4] =
-            std::array::from_fn(|k| (xb.add(48 + 2 * k) as *const u16).read_unaligned());
+        let sc: [u64; 4] =
+            std::array::from_fn(|k| (xb.add(48 + 2 * k) as *const u16).read_unaligned() as u64);
         let scale_bits =
             (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
-        let scale = half::f16::from_bits(scale_bits).to_f32();
-        let (mut acc1, mut acc2) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let scale = half::f16::from_bits(scale_bits as u16).to_f32();
+        let (mut acc1, mut acc2) = ([_mm256_setzero_si256(); T], [_mm256_setzero_si256(); T]);
         for ib in 0..8 {
-            let qh = [*xb.add(32 + 2 * ib) as usize, *xb.add(33 + 2 * ib) as usize];
+            let qh = (xb.add(32 + 2 * ib) as *const u16).read_unaligned() as usize;
             let idx = |l: usize| {
-                *xb.add(4 * ib + l) as usize | ((qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)
+                let h = (qh >> (8 * (l / 2) + 4 * (l % 2))) & 7;
+                *xb.add(4 * ib + l) as usize | h << 8
             };
             let g = _mm256_set_epi64x(grid(idx(3)), grid(idx(2)), grid(idx(1)), grid(idx(0)));
-            let q8 = load256(yb.add(Y_QS + 32 * ib));
-            let p = _mm256_maddubs_epi16(g, q8);
-            let s = _mm256_maddubs_epi16(ones, q8);
-            let bits = sc[ib / 2] as i32 >> (6 * (ib % 2));
-            let (ls1, ls2) = (2 * (bits & 7) + 1, 2 * ((bits >> 3) & 7) + 1);
-            let delta = |l: usize| {
-                if qh[l / 2] & (0x08 << (4 * (l % 2))) != 0 {
-                    -1
-                } else {
-                    1
-                }
-            };
-            let ls = _mm256_set_epi64x(rep(ls2), rep(ls2), rep(ls1), rep(ls1));
-            let lsd = _mm256_set_epi64x(
-                rep(ls2 * delta(3)),
-                rep(ls2 * delta(2)),
-                rep(ls1 * delta(1)),
-                rep(ls1 * delta(0)),
-            );
-            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_sub_epi16(p, s), ls));
-            acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(s, lsd));
+            let bits = (sc[ib / 2] >> (6 * (ib % 2))) as i32;
+            let ls = halves16(2 * (bits & 7) + 1, 2 * ((bits >> 3) & 7) + 1);
+            let neg =
+                _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(qh as i16), dbit), dbit);
+            let lsd = _mm256_sign_epi16(ls, _mm256_or_si256(neg, _mm256_set1_epi16(1)));
+            for t in 0..T {
+                let q8 = load256(y[t].add(i * 292 + Y_QS + 32 * ib));
+                let p = _mm256_maddubs_epi16(g, q8);
+                let s = _mm256_maddubs_epi16(ones, q8);
+                acc1[t] = _mm256_add_epi32(acc1[t], _mm256_madd_epi16(_mm256_sub_epi16(p, s), ls));
+                acc2[t] = _mm256_add_epi32(acc2[t], _mm256_madd_epi16(s, lsd));
+            }
         }
-        let (sumi1, sumi2) = (hsum_epi32(acc1), hsum_epi32(acc2));
-        sumf += scale * f32_at(yb) * (sumi1 as f32 + IQ1S_DELTA * sumi2 as f32);
+        for t in 0..T {
+            let (sumi1, sumi2) = (hsum_epi32(acc1[t]), hsum_epi32(acc2[t]));
+            sumf[t] +=
+                scale * f32_at(y[t].add(i * 292)) * (sumi1 as f32 + IQ1S_DELTA * sumi2 as f32);
+        }
     }
     sumf
+}
+
+/// IQ1_M, one activation row.
+pub unsafe fn iq1_m_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    iq1_m_rows::<1>(nb, x, [y])[0]
+}
+
+/// IQ1_M, [`COLS`] activation rows.
+pub unsafe fn iq1_m_cols(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    *out = iq1_m_rows::<COLS>(nb, x, y);
 }
