@@ -119,7 +119,7 @@ pub fn dot_mxfp4(_n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// ggml's `GGML_E8M0_TO_FP32_HALF`: half of the E8M0 scale `2^(e-127)`, with the two smallest
 /// exponents as subnormals so `e = 0` still maps to a finite non-zero value.
 #[inline]
-pub(crate) fn e8m0_to_f32_half(e: u8) -> f32 {
+pub(crate) const fn e8m0_to_f32_half(e: u8) -> f32 {
     let bits = if e < 2 {
         0x0020_0000u32 << e
     } else {
