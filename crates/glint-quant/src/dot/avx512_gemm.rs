@@ -377,8 +377,9 @@ unsafe fn decode_row_unit32<T: Unit32Q8>(
     }
 }
 
-/// [`tile_kernel`] for Q8_0 rows read in place (and decoded 32-element rows, `STRIDE` 32): per block the exact integer dot, then the
-/// scalar reference's float steps (`sum += s * (dw * da)`, block order).
+/// [`tile_kernel`] for Q8_0 rows read in place (and decoded 32-element rows, `STRIDE` 32): per
+/// block the exact integer dot, then the scalar reference's float steps (`sum += s * (dw * da)`,
+/// block order).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn tile_kernel_q8_0<const RN: usize, const STRIDE: usize, const OFF: usize>(
     nb: usize,

@@ -76,7 +76,7 @@ pub fn indexer_scores_i8(
     {
         // SAFETY: the AVX-512 family implies F/BW/VNNI; extents checked above; the kernel
         // reads keys 0..n and writes out[0..n] only (masked tails).
-        unsafe {
+        let done = unsafe {
             avx512::scores(
                 codes,
                 coef,
@@ -87,7 +87,9 @@ pub fn indexer_scores_i8(
                 n,
             )
         };
-        return;
+        if done {
+            return;
+        }
     }
     #[cfg(target_arch = "x86_64")]
     if super::isa() != Isa::Scalar && dim.is_multiple_of(16) && dim <= MAX_DIM {
@@ -261,11 +263,13 @@ mod avx512 {
         scales: *const f32,
         out: *mut f32,
         n: usize,
-    ) {
+    ) -> bool {
         let (heads, words) = (coef.len(), dim / 4);
-        // The query as int8 (codes are within ±127, so the narrowing is exact) and the −128·Σq
-        // start per head. Done per call (a call is one cache block of keys), 32 codes an
-        // instruction, so it stays a few percent of the scan.
+        // The query as int8 and the −128·Σq start per head. Done per call (a call is one cache
+        // block of keys), 32 codes an instruction, so it stays a few percent of the scan. Codes
+        // from `quantize_indexer_query` are within ±127; any others (this is a public function)
+        // would not narrow exactly, so the call returns false and the AVX2 kernel takes it.
+        let mut wide: __mmask32 = 0;
         let mut qw = [0u32; MAX_HEADS_512 * MAX_DIM / 4];
         let mut start = [0i32; MAX_HEADS_512];
         let ones = _mm512_set1_epi16(1);
@@ -278,11 +282,15 @@ mod avx512 {
                     (1 << (dim - c)) - 1
                 };
                 let v = _mm512_maskz_loadu_epi16(m, codes.as_ptr().add(h * dim + c));
+                wide |= _mm512_cmpgt_epi16_mask(_mm512_abs_epi16(v), _mm512_set1_epi16(127));
                 sum = _mm512_add_epi32(sum, _mm512_madd_epi16(v, ones));
                 let dst = (qw.as_mut_ptr() as *mut i8).add(h * dim + c);
                 _mm512_mask_cvtepi16_storeu_epi8(dst, m, v);
             }
             *st = -128 * _mm512_reduce_add_epi32(sum);
+        }
+        if wide != 0 {
+            return false;
         }
         let mut buf = std::mem::MaybeUninit::<[__m512i; MAX_DIM / 4]>::uninit();
         let kt = buf.as_mut_ptr() as *mut __m512i;
@@ -305,6 +313,7 @@ mod avx512 {
             _mm512_mask_storeu_ps(out.add(t), m, _mm512_mul_ps(score, s));
             t += nk;
         }
+        true
     }
 
     /// Writes `kt[p]` (p < dim/4) for the `nk ≤ 16` keys at `keys` (`dim` bytes apart): lane `l`
@@ -448,8 +457,14 @@ mod tests {
             let mut codes = vec![0i16; heads * dim];
             let mut coef = vec![0f32; heads];
             quantize_indexer_query(&q, &w, dim, &mut codes, &mut coef);
-            // One head at full scale so the largest dot (dim · 127 · 127) is reached.
+            // One head at full scale so the largest dot (dim · 127 · 127) is reached; with 7
+            // heads, codes no quantized query has (the call is public), which the AVX-512 kernel
+            // must hand on rather than narrow.
             codes[..dim].fill(127);
+            if heads == 7 {
+                codes[dim + 3] = 300;
+                codes[2 * dim + 1] = -129;
+            }
             let mut got = vec![0f32; n];
             indexer_scores_i8(&codes, &coef, dim, &keys, &scales, &mut got);
             for t in 0..n {
