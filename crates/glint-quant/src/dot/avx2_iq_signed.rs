@@ -50,13 +50,7 @@ unsafe fn tokens_step<const T: usize>(
 /// byte is the sign of its weight j.
 #[inline(always)]
 unsafe fn byte_signs(w: u32) -> __m256i {
-    let pick = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-        3, 3,
-    );
-    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), pick), bits);
-    _mm256_or_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(1))
+    _mm256_or_si256(bit_bytes(w), _mm256_set1_epi8(1))
 }
 
 /// `lo` in the eight i16 lanes of the low half (elements 0..16), `hi` in the high half.

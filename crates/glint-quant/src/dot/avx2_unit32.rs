@@ -40,14 +40,8 @@ unsafe fn nibbles(qs: *const u8) -> __m256i {
 /// 0x10 in byte j where bit j of the little-endian u32 at `qh` is set.
 #[inline(always)]
 unsafe fn fifth_bits(qh: *const u8) -> __m256i {
-    let w = (qh as *const u32).read_unaligned() as i32;
-    let pick = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-        3, 3,
-    );
-    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(w), pick), bits);
-    _mm256_and_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(0x10))
+    let w = (qh as *const u32).read_unaligned();
+    _mm256_and_si256(bit_bytes(w), _mm256_set1_epi8(0x10))
 }
 
 /// `table[code]` for 32 codes below 16.

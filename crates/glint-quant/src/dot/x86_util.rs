@@ -53,6 +53,19 @@ pub unsafe fn hsum_epi32(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// 0xFF in byte j where bit j of `w` is set, else 0 (a 32-bit mask spread to bytes: sign bits of
+/// IQ2_S/IQ3_S groups, fifth bits of Q5_0/Q5_1).
+#[inline(always)]
+pub unsafe fn bit_bytes(w: u32) -> __m256i {
+    let pick = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), pick), bits);
+    _mm256_cmpeq_epi8(b, bits)
+}
+
 /// 32 bytes from an unaligned pointer.
 #[inline(always)]
 pub unsafe fn load256(p: *const u8) -> __m256i {
