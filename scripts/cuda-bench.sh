@@ -3,7 +3,8 @@
 # issue's anchor is taken: `glint bench --device cuda` on synthetic 3 dense + 2 MoE and 3 dense +
 # 4 MoE files (256 experts, Q4_K_M-like); one MoE layer = (step(4 MoE) − step(2 MoE)) / 2.
 # Runs on a GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh); the files
-# go to /tmp (about 40 GB), the tables to $OUT/bench-*.md.
+# go to /tmp (about 40 GB), the tables to $OUT/bench-*.md. DEPTHS (default "4096") are the
+# contexts of the single-sequence decode runs besides depth 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-bench}
@@ -15,7 +16,7 @@ for moe in 2 4; do
   [ -e "$f" ] || $G synth "$f" --dense 3 --moe $moe --experts 256 --quant q4_k_m --seed 1 >/dev/null
   {
     $G bench -m "$f" --device cuda -p 512 -n 64 -d 0 -b 1,8 -r 3
-    $G bench -m "$f" --device cuda -p 512 -n 64 -d 4096 -b 1 -r 2
+    for d in ${DEPTHS:-4096}; do $G bench -m "$f" --device cuda -p 512 -n 64 -d "$d" -b 1 -r 2; done
   } > "$out/bench-3-$moe.md" 2>&1
 done
 python3 - "$out" <<'PY'

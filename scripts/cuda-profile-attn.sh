@@ -2,7 +2,9 @@
 # Nsight Compute durations of the attention-side kernels (indexer scores, top-k, MLA attention
 # and its combine) in decode at several depths: `glint bench -p 16 -n 2 -d D -b 1` on the
 # 1 dense + 1 MoE synthetic file of scripts/cuda-profile.sh, graphs off, only those kernels
-# profiled; the last decode step's launches are printed per depth. Writes $OUT/attn-D.txt.
+# profiled; the last decode step's launches are printed per depth. NCU_CACHE=none keeps the
+# caches between launches (scripts/cuda-profile.sh). Writes $OUT/attn-D.txt (the raw CSVs stay
+# in /tmp).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-profile-attn}
@@ -12,10 +14,10 @@ f=/tmp/p_1_1.gguf
 [ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
 export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
 for d in ${DEPTHS:-0 4096 16384}; do
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --metrics gpu__time_duration.sum --csv --print-units base \
     --kernel-name regex:'indexer_scores|top_k_rows|mla_attention|mla_combine' \
-    $G bench -m "$f" --device cuda -p 16 -n 2 -d "$d" -b 1 -r 1 > "$out/ncu-$d.csv" 2>/dev/null
-  python3 - "$out/ncu-$d.csv" "$d" > "$out/attn-$d.txt" <<'PY'
+    $G bench -m "$f" --device cuda -p 16 -n 2 -d "$d" -b 1 -r 1 > "/tmp/ncu-attn-$d.csv" 2>/dev/null
+  python3 - "/tmp/ncu-attn-$d.csv" "$d" > "$out/attn-$d.txt" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 hdr = rows[0]; rows = rows[1:]

@@ -6,7 +6,10 @@
 # batched decode step of N sequences instead (`glint bench -b N`, its last step), PROFILE_DEPTH=D
 # a decode step with D tokens already in the cache (`glint bench -d D`), PROFILE_PROMPT=N one
 # prefill step of an N-token prompt (`glint bench -p N -n 0`, its last step). Runs on a GPU
-# machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes $OUT/profile.txt.
+# machine from a checkout holding device-bin/ (scripts/cuda-build.sh). NCU_CACHE=none keeps the
+# caches between launches (ncu flushes them by default, so every kernel then reads its weights
+# from DRAM: closer to a graph replay's small kernels with it off). Writes $OUT/profile.txt and
+# the raw durations as $OUT/ncu.csv.xz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-profile}
@@ -23,7 +26,7 @@ else
   cmd=($G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda)
 fi
 RUST_LOG=warn "${cmd[@]}" >/dev/null 2>&1
-ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --metrics gpu__time_duration.sum --csv --print-units base \
   "${cmd[@]}" > "$out/ncu.csv" 2> "$out/ncu.err"
 python3 - "$out/ncu.csv" > "$out/profile.txt" <<'PY'
 import csv, sys, collections
@@ -49,4 +52,5 @@ for _, n, v in last:
     print(f"  {n:<40} {v/1e3:8.1f}")
 PY
 cat "$out/profile.txt" | head -40
-xz -k -9 "$out/ncu.csv"
+xz -f -9 "$out/ncu.csv"
+[ -s "$out/ncu.err" ] || rm -f "$out/ncu.err"

@@ -119,6 +119,9 @@ static void bench_quant(double bw) {
     for (const Ty& t : types) {
         for (const Shape& s : shapes) {
             bool router = !strcmp(s.what, "router 6144x256");
+            // KB_TYPES=q4_K,q6_K: only these types.
+            if (const char* only = getenv("KB_TYPES"))
+                if (!strstr(only, t.name)) continue;
             if ((t.qk == 1) != router) continue;  // f32 only for the router, the router only in f32
             if (s.cols % t.qk) continue;
             long long row_bytes = (long long)s.cols / t.qk * t.ts;
@@ -138,38 +141,50 @@ static void bench_quant(double bw) {
             float* y;
             CK(cudaMalloc(&y, sizeof(float) * (long long)s.rows * n_act));
             long long units = (long long)s.cols / t.qk * t.per_block;
-            float us;
-            long long touched;
-            int ks;
-            if (!s.pairs) {
-                ks = warps_per_row(s.rows, units);
-                int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
-                dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
-                us = time_us([&](int i) {
-                    t.matvec<<<grid, block>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
-                });
-                touched = wbytes;
-            } else {
-                // Eight sets of distinct experts, one per launch in turn.
-                const int sets = 8;
-                std::vector<u32> ids(s.pairs * sets);
-                for (int p = 0; p < s.pairs * sets; ++p) ids[p] = (u32)((p * 37 + 11) % s.slices);
-                u32* dids;
-                CK(cudaMalloc(&dids, 4 * s.pairs * sets));
-                CK(cudaMemcpy(dids, ids.data(), 4 * s.pairs * sets, cudaMemcpyHostToDevice));
-                ks = warps_per_row(s.rows, units);
-                int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
-                dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
-                us = time_us([&](int i) {
-                    t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
-                                            s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
-                });
-                touched = row_bytes * s.rows * s.pairs;
-                CK(cudaFree(dids));
+            // KB_KS=1,2,4,...: also time each of these warps-per-row-group splits (the default
+            // is marked *), to see which one a shape wants.
+            std::vector<int> kss;
+            const int ks0 = warps_per_row(s.rows, units);
+            kss.push_back(ks0);
+            if (const char* e = getenv("KB_KS"))
+                for (const char* c = e; *c;) {
+                    int k = atoi(c);
+                    if (k >= 1 && k <= MV_WARPS_MAX && k != ks0 && units >= 32ll * k) kss.push_back(k);
+                    while (*c && *c != ',') ++c;
+                    if (*c) ++c;
+                }
+            for (int ks : kss) {
+                float us;
+                long long touched;
+                if (!s.pairs) {
+                    int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
+                    dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
+                    us = time_us([&](int i) {
+                        t.matvec<<<grid, block>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
+                    });
+                    touched = wbytes;
+                } else {
+                    // Eight sets of distinct experts, one per launch in turn.
+                    const int sets = 8;
+                    std::vector<u32> ids(s.pairs * sets);
+                    for (int p = 0; p < s.pairs * sets; ++p) ids[p] = (u32)((p * 37 + 11) % s.slices);
+                    u32* dids;
+                    CK(cudaMalloc(&dids, 4 * s.pairs * sets));
+                    CK(cudaMemcpy(dids, ids.data(), 4 * s.pairs * sets, cudaMemcpyHostToDevice));
+                    int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
+                    dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
+                    us = time_us([&](int i) {
+                        t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
+                                                s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
+                    });
+                    touched = row_bytes * s.rows * s.pairs;
+                    CK(cudaFree(dids));
+                }
+                CK(cudaGetLastError());
+                double gbs = touched / (us * 1e-6) / 1e9;
+                printf("%-8s %-26s %3d%s %10.2f %10.1f %6.1f%%\n", t.name, s.what, ks, ks == ks0 ? "*" : " ", us, gbs,
+                       100.0 * gbs / bw);
             }
-            CK(cudaGetLastError());
-            double gbs = touched / (us * 1e-6) / 1e9;
-            printf("%-8s %-26s %4d %10.2f %10.1f %6.1f%%\n", t.name, s.what, ks, us, gbs, 100.0 * gbs / bw);
             CK(cudaFree(w));
             CK(cudaFree(act));
             CK(cudaFree(y));

@@ -3,7 +3,8 @@
 # Here (no GPU):   cargo run -p glint-cuda --example kernel_source -- benches/cuda/src
 # There (GPU):     bash benches/cuda/kernel_bench.sh [quant|mla|mla-ablate]...   (nvcc needed)
 # mla-ablate also times the attention kernel with its score dot or its P·V update left out, to
-# see which phase its time goes to.
+# see which phase its time goes to. KB_TYPES / KB_KS narrow the quant types and sweep the
+# warps per row group (kernel_bench.cu); KB_NVCC_FLAGS adds defines, e.g. -DMV_UNROLL=2.
 set -euo pipefail
 cd "$(dirname "$0")"
 [ -e src/quant.cu ] || { echo "run the kernel_source example first (see above)" >&2; exit 2; }
@@ -21,7 +22,8 @@ clock_summary() {
 }
 trap clock_summary EXIT
 build() {  # family, source file, binary
-  nvcc -O3 -std=c++17 -arch="$arch" -diag-suppress 177 -D"BENCH_$(echo "$1" | tr a-z A-Z)" \
+  # shellcheck disable=SC2086  # KB_NVCC_FLAGS: extra defines (kernel variants), word-split on purpose
+  nvcc -O3 -std=c++17 -arch="$arch" -diag-suppress 177 ${KB_NVCC_FLAGS:-} -D"BENCH_$(echo "$1" | tr a-z A-Z)" \
     -DKERNEL_SOURCE="\"$2\"" -o "$3" kernel_bench.cu
 }
 for what in "${@:-quant mla}"; do

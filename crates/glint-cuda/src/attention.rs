@@ -235,8 +235,8 @@ pub(crate) fn indexer_scores(
         shared_mem_bytes: smem as u32,
     };
     let mut b = be.launch(&f);
-    b.arg(&q.data)
-        .arg(&w.data)
+    b.arg(q.data())
+        .arg(w.data())
         .arg(&keys.data)
         .arg(&krows)
         .arg(&kdim)
@@ -251,7 +251,7 @@ pub(crate) fn indexer_scores(
         .arg(&d_i)
         .arg(&nkv_i)
         .arg(&kt_i)
-        .arg(&mut out.data);
+        .arg(out.data_mut());
     // SAFETY: argument types match the kernel; the buffers hold the prefixes checked above, and
     // the kernel bounds every pool row it derives from device ids.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
@@ -321,7 +321,7 @@ pub(crate) fn top_k(
     };
     let (n_i, k_i) = (int(op, n)?, int(op, k)?);
     let mut b = be.launch(&f);
-    b.arg(&x.data).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
     // SAFETY: argument types match the kernel; rows·n values are read, rows·k ids written.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(())
@@ -464,7 +464,7 @@ pub(crate) fn mla_attention(
     };
     {
         let mut b = be.launch(&f);
-        b.arg(&q.data)
+        b.arg(q.data())
             .arg(&cache.data)
             .arg(&krows)
             .arg(&kty)
@@ -486,7 +486,7 @@ pub(crate) fn mla_attention(
             .arg(&ng_i)
             .arg(&chunk_i)
             .arg(&splits_i)
-            .arg(&mut out.data)
+            .arg(out.data_mut())
             .arg(&mut *part);
         // SAFETY: argument types match the kernel; q, out, positions, token_seq and the selection
         // hold the prefixes checked above, `part` holds `part_len` floats when splits > 1, and the
@@ -507,7 +507,7 @@ pub(crate) fn mla_attention(
             .arg(&g_i)
             .arg(&ng_i)
             .arg(&splits_i)
-            .arg(&mut out.data);
+            .arg(out.data_mut());
         // SAFETY: reads the partials the launch above wrote, writes out's checked prefix.
         unsafe { b.launch(cfg) }.map_err(dev(op))?;
     }

@@ -231,6 +231,15 @@ impl CudaBackend {
     }
 }
 
+/// Forgets the quantized activations when a step ends, however it ends.
+struct ForgetOnDrop<'a>(&'a crate::quant::QuantState);
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.forget();
+    }
+}
+
 fn graphs_default() -> bool {
     std::env::var("GLINT_CUDA_GRAPHS").map_or(true, |v| v != "0")
 }
@@ -266,6 +275,9 @@ impl Backend for CudaBackend {
         f: &mut dyn FnMut() -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+        // Quantized activations are reused only within a step (crates/glint-cuda/src/quant.rs).
+        self.quant.forget();
+        let _forget = ForgetOnDrop(&self.quant);
         let Some(graphs) = &self.graphs else {
             return f();
         };
@@ -315,10 +327,7 @@ impl Backend for CudaBackend {
 
     // ---- memory ----------------------------------------------------------------------------
     fn alloc(&self, len: usize) -> Result<CudaBuf> {
-        Ok(CudaBuf {
-            data: self.zeros("buffer", len)?,
-            len,
-        })
+        Ok(CudaBuf::new(self.zeros("buffer", len)?, len))
     }
     fn upload(&self, host: &[f32]) -> Result<CudaBuf> {
         let mut b = self.alloc(host.len())?;
@@ -330,7 +339,7 @@ impl Backend for CudaBackend {
         if out.is_empty() {
             return Ok(());
         }
-        let view = buf.data.slice(..out.len());
+        let view = buf.data().slice(..out.len());
         self.stream
             .memcpy_dtoh(&view, out)
             .map_err(dev("download"))?;
@@ -366,7 +375,7 @@ impl Backend for CudaBackend {
         if host.is_empty() {
             return Ok(());
         }
-        let mut view = buf.data.slice_mut(..host.len());
+        let mut view = buf.data_mut().slice_mut(..host.len());
         self.stream
             .memcpy_htod(host, &mut view)
             .map_err(dev("write"))

@@ -1,17 +1,49 @@
 //! Device buffers. Each carries its logical length: cudarc cannot allocate zero bytes, and
 //! buffers are reused across steps with fewer elements than they hold.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use cudarc::driver::CudaSlice;
 use glint_core::{CacheType, GgmlType};
 
 pub struct CudaBuf {
-    pub(crate) data: CudaSlice<f32>,
+    data: CudaSlice<f32>,
     pub(crate) len: usize,
+    /// A number no other buffer state has had: drawn afresh whenever the buffer may be
+    /// written (every write goes through `data_mut`), so a quantized copy of the activation
+    /// tagged with it is known to still match (crates/glint-cuda/src/quant.rs, `ActSlots`).
+    version: u64,
 }
 
 pub struct CudaIds {
     pub(crate) data: CudaSlice<u32>,
     pub(crate) len: usize,
+}
+
+fn fresh_version() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl CudaBuf {
+    pub(crate) fn new(data: CudaSlice<f32>, len: usize) -> Self {
+        Self {
+            data,
+            len,
+            version: fresh_version(),
+        }
+    }
+    pub(crate) fn data(&self) -> &CudaSlice<f32> {
+        &self.data
+    }
+    /// The memory, for a kernel or copy that writes it.
+    pub(crate) fn data_mut(&mut self) -> &mut CudaSlice<f32> {
+        self.version = fresh_version();
+        &mut self.data
+    }
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
 }
 
 /// The device memory behind a buffer, for libraries that issue their own work on the
@@ -21,7 +53,7 @@ impl CudaBuf {
         &self.data
     }
     pub fn slice_mut(&mut self) -> &mut CudaSlice<f32> {
-        &mut self.data
+        self.data_mut()
     }
 }
 

@@ -38,7 +38,7 @@ pub(crate) fn cache_set_rows(
     let f = be.func(FAM, "cache_set_rows")?;
     let (rows, dim, ty) = (cache.rows as i64, int(op, cache.dim)?, cache.code());
     let mut b = be.launch(&f);
-    b.arg(&src.data)
+    b.arg(src.data())
         .arg(&slots.data)
         .arg(&mut cache.data)
         .arg(&rows)
@@ -108,9 +108,9 @@ pub(crate) fn norm(
         None => {
             let f = be.func(FAM, "rms_norm")?;
             let mut b = be.launch(&f);
-            b.arg(&x.data)
-                .arg(&w.data)
-                .arg(&mut y.data)
+            b.arg(x.data())
+                .arg(w.data())
+                .arg(y.data_mut())
                 .arg(&d)
                 .arg(&eps);
             unsafe { b.launch(cfg) }.map_err(dev(op))?;
@@ -118,10 +118,10 @@ pub(crate) fn norm(
         Some(bb) => {
             let f = be.func(FAM, "layer_norm")?;
             let mut b = be.launch(&f);
-            b.arg(&x.data)
-                .arg(&w.data)
-                .arg(&bb.data)
-                .arg(&mut y.data)
+            b.arg(x.data())
+                .arg(w.data())
+                .arg(bb.data())
+                .arg(y.data_mut())
                 .arg(&d)
                 .arg(&eps);
             unsafe { b.launch(cfg) }.map_err(dev(op))?;
@@ -169,7 +169,9 @@ pub(crate) fn rope(
         },
     ];
     let mut b = be.launch(&f);
-    b.arg(&mut x.data).arg(&positions.data).arg(&inv_freq.data);
+    b.arg(x.data_mut())
+        .arg(&positions.data)
+        .arg(inv_freq.data());
     for a in &args {
         b.arg(a);
     }
@@ -195,7 +197,10 @@ pub(crate) fn silu_mul(
     let f = be.func(FAM, "silu_mul")?;
     let nn = n as i64;
     let mut b = be.launch(&f);
-    b.arg(&gate.data).arg(&up.data).arg(&mut out.data).arg(&nn);
+    b.arg(gate.data())
+        .arg(up.data())
+        .arg(out.data_mut())
+        .arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
 }
@@ -210,7 +215,7 @@ pub(crate) fn add(be: &CudaBackend, a: &mut CudaBuf, x: &CudaBuf, n: usize) -> R
     let f = be.func(FAM, "add_inplace")?;
     let nn = n as i64;
     let mut b = be.launch(&f);
-    b.arg(&mut a.data).arg(&x.data).arg(&nn);
+    b.arg(a.data_mut()).arg(x.data()).arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
 }
@@ -224,7 +229,7 @@ pub(crate) fn scale(be: &CudaBackend, a: &mut CudaBuf, s: f32, n: usize) -> Resu
     let f = be.func(FAM, "scale_inplace")?;
     let nn = n as i64;
     let mut b = be.launch(&f);
-    b.arg(&mut a.data).arg(&s).arg(&nn);
+    b.arg(a.data_mut()).arg(&s).arg(&nn);
     unsafe { b.launch(grid_1d(n)) }.map_err(dev(op))?;
     Ok(())
 }
@@ -254,10 +259,10 @@ pub(crate) fn copy2d(
         cols as i64,
     ];
     let mut b = be.launch(&f);
-    b.arg(&src.data)
+    b.arg(src.data())
         .arg(&a[0])
         .arg(&a[1])
-        .arg(&mut dst.data)
+        .arg(dst.data_mut())
         .arg(&a[2])
         .arg(&a[3])
         .arg(&a[4])
@@ -283,11 +288,11 @@ pub(crate) fn set_rows(
     let f = be.func(FAM, "set_rows")?;
     let (d, nn, dst_rows) = (int(op, dim)?, n as i64, (dst.len / dim) as i64);
     let mut b = be.launch(&f);
-    b.arg(&src.data)
+    b.arg(src.data())
         .arg(&d)
         .arg(&slots.data)
         .arg(&nn)
-        .arg(&mut dst.data)
+        .arg(dst.data_mut())
         .arg(&dst_rows);
     unsafe { b.launch(grid_1d(n * dim)) }.map_err(dev(op))?;
     Ok(())
@@ -310,12 +315,12 @@ pub(crate) fn gather_rows(
     let f = be.func(FAM, "gather_rows")?;
     let (d, nn, src_rows) = (int(op, dim)?, n as i64, (src.len / dim) as i64);
     let mut b = be.launch(&f);
-    b.arg(&src.data)
+    b.arg(src.data())
         .arg(&d)
         .arg(&rows.data)
         .arg(&nn)
         .arg(&src_rows)
-        .arg(&mut dst.data);
+        .arg(dst.data_mut());
     unsafe { b.launch(grid_1d(n * dim)) }.map_err(dev(op))?;
     Ok(())
 }

@@ -67,9 +67,9 @@ pub(crate) fn route(
     let (ng, ngu) = (int(op, p.n_group)?, int(op, p.n_group_used)?);
     let normalize = i32::from(p.normalize);
     // Without a bias the kernel never reads it; any valid pointer will do.
-    let bias_data = bias.map_or(&logits.data, |b| &b.data);
+    let bias_data = bias.map_or(logits.data(), |b| b.data());
     let mut b = be.launch(&f);
-    b.arg(&logits.data)
+    b.arg(logits.data())
         .arg(bias_data)
         .arg(&has_bias)
         .arg(&n)
@@ -81,7 +81,7 @@ pub(crate) fn route(
         .arg(&normalize)
         .arg(&p.scale)
         .arg(&mut ids.data)
-        .arg(&mut weights.data);
+        .arg(weights.data_mut());
     let cfg = LaunchConfig {
         grid_dim: (n_tokens.div_ceil(ROUTE_WARPS) as u32, 1, 1),
         block_dim: (32 * ROUTE_WARPS as u32, 1, 1),
@@ -112,12 +112,12 @@ pub(crate) fn combine(
     let f = be.func(Family::Moe, "moe_combine")?;
     let (n, k, d) = (int(op, n_tokens)?, int(op, n_used)?, int(op, dim)?);
     let mut b = be.launch(&f);
-    b.arg(&y.data)
-        .arg(&weights.data)
+    b.arg(y.data())
+        .arg(weights.data())
         .arg(&n)
         .arg(&k)
         .arg(&d)
-        .arg(&mut out.data);
+        .arg(out.data_mut());
     // SAFETY: as above.
     unsafe { b.launch(grid_1d(n_tokens * dim)) }.map_err(dev(op))?;
     Ok(())
@@ -148,7 +148,7 @@ pub(crate) fn local_experts(
     let len_i = int(op, len)?;
     let mut b = be.launch(&f);
     b.arg(&mut ids.data)
-        .arg(&mut weights.data)
+        .arg(weights.data_mut())
         .arg(&len_i)
         .arg(&first)
         .arg(&count);

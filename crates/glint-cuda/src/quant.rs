@@ -129,12 +129,67 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
     kind(ty).is_some()
 }
 
-/// Per-backend scratch of the quantized matmuls: the quantized activation, and the pair
+/// Per-backend scratch of the quantized matmuls: the quantized activations, and the pair
 /// grouping of expert-indexed products (`order`, then `tiles`; see kernels/quant.cu).
 #[derive(Default)]
 pub struct QuantState {
-    act: Mutex<Option<CudaSlice<u8>>>,
+    act: Mutex<ActSlots>,
     group: Mutex<Option<CudaSlice<u32>>>,
+}
+
+/// Quantized activations kept this many at a time.
+const ACT_SLOTS: usize = 4;
+
+/// What a slot holds: `rows × cols` of the buffer state `version` (crates/glint-cuda/src/
+/// buffers.rs: a write gives the buffer a new one) in `partner`'s format.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct ActKey {
+    version: u64,
+    partner: GgmlType,
+    rows: usize,
+    cols: usize,
+}
+
+/// The last few quantized activations, so the products that read one activation quantize it
+/// once: a layer's normed hidden state feeds `attn_q_a`, `attn_kv_a` and the indexer's key
+/// projection, the FFN's feeds the routed experts' gate and up and the shared expert's. A hit
+/// needs the same buffer state, so it can never be stale; the slots are forgotten around
+/// every recorded step (`forget`), so a CUDA graph never relies on a quantization made
+/// outside it. `GLINT_CUDA_ACT_REUSE=0` quantizes every time (to measure what this saves).
+#[derive(Default)]
+struct ActSlots {
+    slots: [Option<CudaSlice<u8>>; ACT_SLOTS],
+    keys: [Option<ActKey>; ACT_SLOTS],
+    used: [u64; ACT_SLOTS],
+    clock: u64,
+}
+
+impl ActSlots {
+    fn forget(&mut self) {
+        self.keys = [None; ACT_SLOTS];
+    }
+
+    /// The slot holding `key` (and true), or the least recently used one, sized for `bytes`
+    /// and holding nothing until the caller has filled it and set its key (false).
+    fn find(&mut self, be: &CudaBackend, key: ActKey, bytes: usize) -> Result<(usize, bool)> {
+        self.clock += 1;
+        if reuse_on() {
+            if let Some(i) = self.keys.iter().position(|k| *k == Some(key)) {
+                self.used[i] = self.clock;
+                return Ok((i, true));
+            }
+        }
+        let i = (0..ACT_SLOTS).min_by_key(|&i| self.used[i]).unwrap_or(0);
+        self.keys[i] = None;
+        ensure(be, &mut self.slots[i], bytes)?;
+        self.used[i] = self.clock;
+        Ok((i, false))
+    }
+}
+
+fn reuse_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_ACT_REUSE").map_or(true, |v| v != "0"))
 }
 
 /// Threads of `mmid_group` (kernels/quant.cu MMID_GROUP_THREADS).
@@ -182,6 +237,11 @@ fn worst_act_bytes(rows: usize, cols: usize) -> usize {
 }
 
 impl QuantState {
+    /// Drops what the activation slots remember (their memory stays).
+    pub(crate) fn forget(&self) {
+        self.act.lock().unwrap_or_else(|p| p.into_inner()).forget();
+    }
+
     pub(crate) fn prepare(&self, be: &CudaBackend, s: &StepSizes) -> Result<()> {
         let bytes = s
             .act_shapes
@@ -190,7 +250,9 @@ impl QuantState {
             .max()
             .unwrap_or(0);
         let mut g = self.act.lock().unwrap_or_else(|p| p.into_inner());
-        ensure(be, &mut g, bytes)?;
+        for slot in &mut g.slots {
+            ensure(be, slot, bytes)?;
+        }
         // Expert-indexed products: the routed experts, and per-head weights (a slot per head).
         let pairs = s.max_tokens.saturating_mul(s.n_used.max(s.max_heads));
         if s.max_tokens > 1 {
@@ -310,8 +372,8 @@ impl<'a> Act<'a> {
     }
 }
 
-/// Quantizes `rows × cols` of `x` to `k.partner` (into the scratch in `slot`) and returns the
-/// activation the product kernels read, with its row stride in bytes.
+/// Quantizes `rows × cols` of `x` to `k.partner` (into one of the slots, unless one already
+/// holds it) and returns the activation the product kernels read, with its row stride in bytes.
 fn activation<'a>(
     be: &CudaBackend,
     op: &'static str,
@@ -319,7 +381,7 @@ fn activation<'a>(
     x: &'a CudaBuf,
     rows: usize,
     cols: usize,
-    slot: &'a mut Option<CudaSlice<u8>>,
+    slots: &'a mut ActSlots,
 ) -> Result<(Act<'a>, i64)> {
     let stride = glint_quant::dot::activation_bytes(k.partner, cols)?;
     let stride_i = i64::try_from(stride).map_err(|_| CoreError::Param {
@@ -327,11 +389,39 @@ fn activation<'a>(
         msg: format!("activation row of {stride} bytes"),
     })?;
     let Some((kernel, per, warp)) = quantizer(k.partner) else {
-        return Ok((Act::F32(&x.data), stride_i));
+        return Ok((Act::F32(x.data()), stride_i));
     };
     let bytes = mul(op, rows, stride)?;
-    let out: &CudaSlice<u8> = ensure(be, slot, bytes)?;
     let elems = mul(op, rows, cols)?;
+    let key = ActKey {
+        version: x.version(),
+        partner: k.partner,
+        rows,
+        cols,
+    };
+    let (i, hit) = slots.find(be, key, bytes)?;
+    if !hit {
+        let out = slots.slots[i].as_ref().expect("found slots are allocated");
+        quantize(be, op, kernel, per, warp, x, elems, out)?;
+        slots.keys[i] = Some(key);
+    }
+    let out = slots.slots[i].as_ref().expect("found slots are allocated");
+    Ok((Act::Quant(out), stride_i))
+}
+
+/// Launches `kernel` (`per` elements a partner block, a warp a block when `warp`) over the
+/// `elems` floats of x into `slot`.
+#[allow(clippy::too_many_arguments)]
+fn quantize(
+    be: &CudaBackend,
+    op: &'static str,
+    kernel: &'static str,
+    per: usize,
+    warp: bool,
+    x: &CudaBuf,
+    elems: usize,
+    out: &CudaSlice<u8>,
+) -> Result<()> {
     let blocks = elems / per;
     let cfg = if warp {
         // 8 warps of 256 threads, one block of the partner format each.
@@ -342,11 +432,11 @@ fn activation<'a>(
     let blocks_i = blocks as i64;
     let f = be.func(Family::Quant, kernel)?;
     let mut b = be.launch(&f);
-    b.arg(&x.data).arg(out).arg(&blocks_i);
+    b.arg(x.data()).arg(out).arg(&blocks_i);
     // SAFETY: the kernel reads `elems` floats of x (checked by the caller) and writes
-    // `rows × stride` bytes of the scratch (just sized).
+    // `elems / per` partner blocks into the slot (sized for them by `find`).
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
-    Ok((Act::Quant(out), stride_i))
+    Ok(())
 }
 
 /// Warps a launch should have in flight before rows are split over several warps: about 16
@@ -457,7 +547,7 @@ pub(crate) fn matmul(
     let mut b = be.launch(&f);
     b.arg(&w.data);
     act.push(&mut b);
-    b.arg(&mut y.data)
+    b.arg(y.data_mut())
         .arg(&cols_i)
         .arg(&rows_i)
         .arg(&n_i)
@@ -519,7 +609,7 @@ pub(crate) fn mul_mat_id(
             .arg(&slices_i)
             .arg(&mut order)
             .arg(&mut tiles)
-            .arg(&mut y.data)
+            .arg(y.data_mut())
             .arg(&rows_i)
             .arg(&tile_i);
         let cfg = LaunchConfig {
@@ -536,7 +626,7 @@ pub(crate) fn mul_mat_id(
         let mut b = be.launch(&f);
         b.arg(&w.data);
         act.push(&mut b);
-        b.arg(&mut y.data)
+        b.arg(y.data_mut())
             .arg(&cols_i)
             .arg(&rows_i)
             .arg(&pairs_i)
@@ -561,7 +651,7 @@ pub(crate) fn mul_mat_id(
     let mut b = be.launch(&f);
     b.arg(&w.data).arg(&ids.data);
     act.push(&mut b);
-    b.arg(&mut y.data)
+    b.arg(y.data_mut())
         .arg(&cols_i)
         .arg(&rows_i)
         .arg(&slices_i)
@@ -598,7 +688,7 @@ pub(crate) fn get_rows(
     let mut b = be.launch(&f);
     b.arg(&w.data)
         .arg(&ids.data)
-        .arg(&mut out.data)
+        .arg(out.data_mut())
         .arg(&cols_i)
         .arg(&total)
         .arg(&n_i);

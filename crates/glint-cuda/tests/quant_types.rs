@@ -381,6 +381,96 @@ fn shapes_are_checked() {
     cuda.synchronize().unwrap();
 }
 
+/// Products that read one activation share its quantization (crates/glint-cuda/src/quant.rs
+/// `ActSlots`), so a buffer written between two products must be quantized again: by a host
+/// write, by an in-place kernel (`add`), by a kernel writing it as its output (`rms_norm`),
+/// and after more activations than there are slots have passed. Every product is checked
+/// against the CPU backend on the values the buffer holds at that moment.
+#[test]
+fn a_rewritten_activation_is_quantized_again() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(7);
+    let (cols, rows) = (512usize, 6usize);
+    let tys = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+    let wb: Vec<Vec<u8>> = tys
+        .iter()
+        .map(|&t| weight_bytes(&mut rng, t, cols * rows))
+        .collect();
+    let wc: Vec<_> = tys
+        .iter()
+        .zip(&wb)
+        .map(|(&t, b)| {
+            cuda.upload_weight("w", t, &[cols, rows], Cow::Borrowed(b))
+                .unwrap()
+        })
+        .collect();
+    let wcpu: Vec<_> = tys
+        .iter()
+        .zip(&wb)
+        .map(|(&t, b)| {
+            cpu.upload_weight("w", t, &[cols, rows], Cow::Borrowed(b))
+                .unwrap()
+        })
+        .collect();
+    // Every weight against the values x holds now, twice (the second a reuse).
+    let check = |xd: &glint_cuda::CudaBuf, x: &[f32], what: &str| {
+        for _ in 0..2 {
+            for (i, &ty) in tys.iter().enumerate() {
+                let mut want = vec![0.0f32; rows];
+                cpu.matmul(&wcpu[i], &x.to_vec(), 1, &mut want).unwrap();
+                let mut yd = cuda.alloc(rows).unwrap();
+                cuda.matmul(&wc[i], xd, 1, &mut yd).unwrap();
+                let mut got = vec![0.0f32; rows];
+                cuda.download(&yd, &mut got).unwrap();
+                let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+                let tol: Vec<f64> = (0..rows)
+                    .map(|r| {
+                        tolerance(
+                            ty,
+                            cols,
+                            abs_terms(ty, &wb[i][r * row_bytes..(r + 1) * row_bytes], x),
+                        )
+                    })
+                    .collect();
+                check_close(&format!("{ty} after {what}"), &got, &want, &tol);
+            }
+        }
+    };
+    let mut x: Vec<f32> = (0..cols).map(|_| rng.f()).collect();
+    let mut xd = cuda.upload(&x).unwrap();
+    check(&xd, &x, "upload");
+    x = (0..cols).map(|_| rng.f()).collect();
+    cuda.write(&mut xd, &x).unwrap();
+    check(&xd, &x, "a host write");
+    let b: Vec<f32> = (0..cols).map(|_| rng.f()).collect();
+    cuda.add(&mut xd, &cuda.upload(&b).unwrap(), cols).unwrap();
+    x.iter_mut().zip(&b).for_each(|(v, w)| *v += w);
+    check(&xd, &x, "an in-place add");
+    let g: Vec<f32> = (0..cols).map(|_| 1.0 + rng.f()).collect();
+    let src: Vec<f32> = (0..cols).map(|_| rng.f()).collect();
+    cuda.rms_norm(
+        &cuda.upload(&src).unwrap(),
+        &cuda.upload(&g).unwrap(),
+        1,
+        cols,
+        1e-6,
+        &mut xd,
+    )
+    .unwrap();
+    let mut normed = vec![0.0f32; cols];
+    cuda.download(&xd, &mut normed).unwrap();
+    check(&xd, &normed, "rms_norm into it");
+    // More activations than slots in between: x's entry is evicted, then quantized afresh.
+    for _ in 0..6 {
+        let other: Vec<f32> = (0..cols).map(|_| rng.f()).collect();
+        let od = cuda.upload(&other).unwrap();
+        let mut yd = cuda.alloc(rows).unwrap();
+        cuda.matmul(&wc[0], &od, 1, &mut yd).unwrap();
+    }
+    check(&xd, &normed, "six other activations");
+}
+
 /// More experts than the grouping kernel has threads (each thread then counts a run of
 /// experts), most of them unused, some with many pairs: the grouped product equals the CPU's.
 #[test]
