@@ -131,12 +131,66 @@ __device__ __forceinline__ float cache_ld(const u8* data, const float* scales, l
     return fp8_to_f32(data[at]) * scales[r];
 }
 
+// Values i .. i + 3 of cache row `r` (i and dim multiples of 4, so one aligned load), each
+// decoded by cache_ld's expression.
+template <int TY>
+__device__ __forceinline__ float4 cache_ld4(const u8* data, const float* scales, long long r, int dim, int i) {
+    const long long at = r * dim + i;
+    if (TY == CACHE_F32) return *(const float4*)((const float*)data + at);
+    if (TY == CACHE_F16 || TY == CACHE_BF16) {
+        const uint2 u = *(const uint2*)((const u16*)data + at);
+        const u16 h[4] = {(u16)(u.x & 0xffff), (u16)(u.x >> 16), (u16)(u.y & 0xffff), (u16)(u.y >> 16)};
+        float f[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            f[j] = TY == CACHE_F16 ? __half2float(__ushort_as_half(h[j])) : __bfloat162float(__ushort_as_bfloat16(h[j]));
+        return make_float4(f[0], f[1], f[2], f[3]);
+    }
+    const u32 u = *(const u32*)(data + at);
+    const float s = scales[r];
+    float f[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const u8 b = (u8)(u >> (8 * j));
+        f[j] = TY == CACHE_Q8 ? (float)(signed char)b * s : fp8_to_f32(b) * s;
+    }
+    return make_float4(f[0], f[1], f[2], f[3]);
+}
+
 // Pool rows rows[0 .. nt) decoded into dst[kk·st + i] (zeros for a row of −1), eight loads in
-// flight per thread.
+// flight per thread: of four values each where the widths and addresses allow (a 576-wide f32
+// tile of 16 rows is then 9 loads a thread of a 256-thread block, one round of memory latency
+// instead of five), else of one.
 template <int TY>
 __device__ __forceinline__ void paged_load_tile_t(CacheView c, const long long* rows, int nt, int dim, int st,
                                                 float* dst) {
     const float* scales = (const float*)(c.data + cache_scale_offset(c.rows, c.dim));
+    const unsigned long long addr = (unsigned long long)c.data | (unsigned long long)dst;
+    if ((dim & 3) == 0 && (st & 3) == 0 && (addr & 15) == 0) {
+        const int d4 = dim >> 2, total = nt * d4;
+        for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
+            float4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int e = e0 + u * blockDim.x;
+                v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (e < total) {
+                    const int kk = e / d4;
+                    const long long r = rows[kk];
+                    if (r >= 0) v[u] = cache_ld4<TY>(c.data, scales, r, dim, 4 * (e - kk * d4));
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int e = e0 + u * blockDim.x;
+                if (e < total) {
+                    const int kk = e / d4;
+                    *(float4*)(dst + kk * st + 4 * (e - kk * d4)) = v[u];
+                }
+            }
+        }
+        return;
+    }
     const int total = nt * dim;
     for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * 8) {
         float v[8];
