@@ -99,7 +99,7 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
     const float* row = x + (long long)blockIdx.x * n;
     u32* out = ids + (long long)blockIdx.x * k;
     int tid = threadIdx.x, bd = blockDim.x;
-    int lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
+    int lane = tid & 31, warp = tid >> 5;
 
     u32 prefix = 0, mask = 0, remaining = (u32)k;
     for (int pass = 0; pass < 4; pass++) {
@@ -173,49 +173,55 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
     }
     const u32 T = prefix;
     const u32 n_gt = (u32)k - remaining;  // keys above T: all taken
-    u32 base_gt = 0, base_eq = 0;
-    const u32 lt_mask = (1u << lane) - 1u;
-    bool done = false;
-    for (int c0 = 0; c0 < n && !done; c0 += bd * 8) {
+    // Thread tid takes the keys [tid·per, tid·per + per): it counts its keys above and equal to
+    // T, a block scan of the counts says where its indices go, and it writes them in index
+    // order — one barrier in all, where a pass over blockDim-wide chunks needs two per chunk.
+    const int per = (n + bd - 1) / bd;
+    const int i0 = min(n, tid * per), i1 = min(n, i0 + per);
+    u32 cgt = 0, ceq = 0;
+    for (int c = i0; c < i1; c += 8) {
         u32 kk[8];
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int i = c0 + u * bd + tid;
-            kk[u] = i < n ? idx_order_key(row[i]) : 0u;
-        }
+        for (int u = 0; u < 8; u++) kk[u] = c + u < i1 ? idx_order_key(row[c + u]) : 0u;
 #pragma unroll
         for (int u = 0; u < 8; u++) {
-            int c = c0 + u * bd;
-            if (done || c >= n) break;  // uniform across the block
-            int i = c + tid;
-            u32 key = kk[u];
-            bool gt = i < n && key > T;
-            bool eq = i < n && key == T;
-            u32 bgt = __ballot_sync(0xffffffffu, gt), beq = __ballot_sync(0xffffffffu, eq);
-            if (lane == 0) {
-                warp_gt[warp] = __popc(bgt);
-                warp_eq[warp] = __popc(beq);
+            cgt += c + u < i1 && kk[u] > T;
+            ceq += c + u < i1 && kk[u] == T;
+        }
+    }
+    u32 sgt = cgt, seq = ceq;  // inclusive scans over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const u32 a = __shfl_up_sync(0xffffffffu, sgt, o), b = __shfl_up_sync(0xffffffffu, seq, o);
+        if (lane >= o) {
+            sgt += a;
+            seq += b;
+        }
+    }
+    if (lane == 31) {
+        warp_gt[warp] = sgt;
+        warp_eq[warp] = seq;
+    }
+    __syncthreads();
+    u32 ogt = sgt - cgt, oeq = seq - ceq;
+    for (int j = 0; j < warp; j++) {
+        ogt += warp_gt[j];
+        oeq += warp_eq[j];
+    }
+    for (int c = i0; c < i1 && (cgt > 0 || oeq < remaining); c += 8) {
+        u32 kk[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) kk[u] = c + u < i1 ? idx_order_key(row[c + u]) : 0u;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            if (c + u >= i1) break;
+            if (kk[u] > T) {
+                out[ogt++] = (u32)(c + u);
+                cgt--;
+            } else if (kk[u] == T) {
+                if (oeq < remaining) out[n_gt + oeq] = (u32)(c + u);
+                oeq++;
             }
-            __syncthreads();
-            u32 ogt = 0, oeq = 0, tgt = 0, teq = 0;
-            for (int j = 0; j < nw; j++) {
-                u32 a = warp_gt[j], b = warp_eq[j];
-                if (j < warp) {
-                    ogt += a;
-                    oeq += b;
-                }
-                tgt += a;
-                teq += b;
-            }
-            __syncthreads();
-            if (gt) out[base_gt + ogt + __popc(bgt & lt_mask)] = (u32)i;
-            if (eq) {
-                u32 r = base_eq + oeq + __popc(beq & lt_mask);
-                if (r < remaining) out[n_gt + r] = (u32)i;
-            }
-            base_gt += tgt;
-            base_eq += teq;
-            done = base_gt >= n_gt && base_eq >= remaining;
         }
     }
 }
