@@ -1245,7 +1245,9 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
         // hoisted: they keep the branch.)
         constexpr bool HOIST = MAXT > 1 && W::SPLIT;
         const int units = HOIST && nt == 0 ? 0 : cols / W::QK * W::NSUB;
-#pragma unroll(HOIST ? 1 : 2)
+        // One token: four units a lane in flight (the float types' 4-byte units leave a warp too
+        // few bytes in flight with two); the adds into acc keep their order however unrolled.
+#pragma unroll(HOIST ? 1 : (MAXT == 1 ? 4 : 2))
         for (int u = part * 32 + (threadIdx.x & 31); u < units; u += 32 * ks) {
             const int ib = u / W::NSUB, sub = u - ib * W::NSUB;
             if constexpr (HOIST) {
