@@ -440,8 +440,20 @@ fn quantize(
 }
 
 /// Warps a launch should have in flight before rows are split over several warps: about 16
-/// per multiprocessor of an H100/H200 (132 of them), enough loads in flight to hide DRAM latency.
-const WARPS_WANTED: usize = 132 * 16;
+/// per multiprocessor of an H100/H200 (132 of them), enough loads in flight to hide DRAM
+/// latency; `GLINT_CUDA_MV_WARPS` sets the per-multiprocessor figure (to measure others: it
+/// changes how rows are split, so results' last bits, the same way in every batch).
+fn warps_wanted() -> usize {
+    static W: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        let per_sm = std::env::var("GLINT_CUDA_MV_WARPS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&v| (1..=64).contains(&v))
+            .unwrap_or(16);
+        132 * per_sm
+    })
+}
 
 /// Warps per row group (kernels/quant.cu `ks`): 1 when the row groups fill the GPU, else up to
 /// MV_WARPS_MAX, as long as each warp keeps at least two runs of 32 units. It depends on the weight's shape
@@ -449,7 +461,7 @@ const WARPS_WANTED: usize = 132 * 16;
 fn warps_per_row(rows: usize, units: usize) -> usize {
     let groups = rows.div_ceil(MV_RPW);
     let mut ks = 1;
-    while ks < MV_WARPS_MAX && groups.saturating_mul(ks) < WARPS_WANTED && units >= 64 * ks {
+    while ks < MV_WARPS_MAX && groups.saturating_mul(ks) < warps_wanted() && units >= 64 * ks {
         ks *= 2;
     }
     ks
@@ -565,6 +577,19 @@ pub(crate) fn matmul(
     Ok(())
 }
 
+/// The rows an expert-indexed product's split is chosen for: the weight's rows, or with
+/// `GLINT_CUDA_MMID_KS=pairs` those times the experts a token uses (one token's launch covers
+/// that many), which splits fewer rows over several warps. Either depends on the weight and
+/// the model only, never on the batch.
+fn mmid_rows(rows: usize, n_used: usize) -> usize {
+    static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *PAIRS.get_or_init(|| std::env::var("GLINT_CUDA_MMID_KS").is_ok_and(|v| v == "pairs")) {
+        rows.saturating_mul(n_used)
+    } else {
+        rows
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn mul_mat_id(
     be: &CudaBackend,
@@ -592,7 +617,7 @@ pub(crate) fn mul_mat_id(
     let per_slot_i = x_per_slot as i32;
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     let (act, stride) = activation(be, OP, k, x, x_rows, cols, &mut g)?;
-    let ks = warps_per_row(rows, units(w.ty, cols));
+    let ks = warps_per_row(mmid_rows(rows, n_used), units(w.ty, cols));
     let ks_i = ks as i32;
     if grouped(n, pairs, slices) {
         // Tensor-core tiles of up to MMQ_BN pairs once the experts average more than MV_TOK.
