@@ -240,15 +240,11 @@ __device__ u8 f32_to_fp8(float x) {
     return sign | (u8)code;
 }
 
-// One block per source row: row i of src [n × dim] is encoded into cache row slots[i].
-extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8* cache, long long rows,
-                                          int dim, int ty) {
-    pdl_enter();
-    __shared__ float sh[32];
-    long long i = blockIdx.x;
-    long long r = slots[i];
+// Encodes the `dim` values at s into cache row r (every thread of the block calls it, r the
+// same for all; a row past the cache is skipped).
+__device__ __forceinline__ void cache_write_row(const float* s, long long r, u8* cache, long long rows, int dim,
+                                                int ty, float* sh) {
     if (r >= rows) return;
-    const float* s = src + i * dim;
     long long at = r * dim;
     if (ty == CACHE_F32) {
         for (int c = threadIdx.x; c < dim; c += blockDim.x) ((float*)cache)[at + c] = s[c];
@@ -279,6 +275,51 @@ extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8
             for (int c = threadIdx.x; c < dim; c += blockDim.x) cache[at + c] = f32_to_fp8(s[c] / scale);
         }
     }
+}
+
+// One block per source row: row i of src [n × dim] is encoded into cache row slots[i].
+extern "C" __global__ void cache_set_rows(const float* src, const u32* slots, u8* cache, long long rows,
+                                          int dim, int ty) {
+    pdl_enter();
+    __shared__ float sh[32];
+    const long long i = blockIdx.x;
+    cache_write_row(src + i * dim, slots[i], cache, rows, dim, ty, sh);
+}
+
+// An MLA layer's new cache rows in one launch (Backend::mla_kv_rows): one block per token t,
+// row t of kv [n × row] = [latent (kv_lora) | key part (row − kv_lora)] becomes, in shared
+// memory, rms_norm's expression over the latent part and rope's over the key part (one head,
+// offset kv_lora; mode 0 pairs (2i, 2i+1), 1 (i, i + half)), is written back to kv and encoded
+// into cache row slots[t] as cache_set_rows does. Dynamic shared: row floats.
+extern "C" __global__ void mla_kv_rows(float* kv, const float* w, float eps, int kv_lora, int row,
+                                       const u32* positions, const float* inv_freq, int mode, float attn_factor,
+                                       const u32* slots, u8* cache, long long rows, int ty) {
+    pdl_enter();
+    __shared__ double sh[33];
+    __shared__ float shm[32];
+    extern __shared__ float fin[];
+    const long long t = blockIdx.x;
+    float* x = kv + t * row;
+    double s = 0.0;
+    for (int i = threadIdx.x; i < kv_lora; i += blockDim.x) {
+        const double v = x[i];
+        s += v * v;
+    }
+    const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)kv_lora + (double)eps));
+    for (int i = threadIdx.x; i < kv_lora; i += blockDim.x) fin[i] = w[i] * (x[i] * inv);
+    const int half = (row - kv_lora) / 2;
+    const float pos = (float)positions[t];
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float a = pos * inv_freq[i];
+        const float c = cosf(a) * attn_factor, sn = sinf(a) * attn_factor;
+        const int ia = kv_lora + (mode == 0 ? 2 * i : i), ib = kv_lora + (mode == 0 ? 2 * i + 1 : i + half);
+        const float x0 = x[ia], x1 = x[ib];
+        fin[ia] = x0 * c - x1 * sn;
+        fin[ib] = x0 * sn + x1 * c;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < row; i += blockDim.x) x[i] = fin[i];
+    cache_write_row(fin, slots[t], cache, rows, row, ty, shm);
 }
 
 // The first n_rows rows of the cache decoded to f32 (tests, debugging).

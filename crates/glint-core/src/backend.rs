@@ -228,6 +228,35 @@ pub trait Backend: Send + Sync {
         inv_freq: &Self::Buf,
         p: &RopeParams,
     ) -> Result<()>;
+    /// An MLA layer's new latent cache rows, in one op where a backend can: `kv [n × row]`
+    /// (`attn_kv_a`'s output, `row = kv_lora + rope.n_rot`) becomes, in place, its RMS-normed
+    /// latent part (weight `norm`, `eps`) followed by its RoPE'd key part (`rope`: one head of
+    /// `row`, offset `kv_lora`), and row `i < n` goes, rounded to the cache's type, to cache row
+    /// `slots[i]`. The default runs `copy2d`, `rms_norm`, `copy2d`, `rope` and
+    /// `cache_set_rows` through `scratch` (two buffers of at least `n · kv_lora`); a backend
+    /// that fuses them leaves `scratch` alone.
+    #[allow(clippy::too_many_arguments)]
+    fn mla_kv_rows(
+        &self,
+        kv: &mut Self::Buf,
+        norm: &Self::Buf,
+        eps: f32,
+        kv_lora: usize,
+        rope: &RopeParams,
+        positions: &Self::Ids,
+        inv_freq: &Self::Buf,
+        slots: &Self::Ids,
+        cache: &mut Self::Cache,
+        scratch: [&mut Self::Buf; 2],
+    ) -> Result<()> {
+        let (n, row) = (rope.n_tokens, rope.head_dim);
+        let [raw, normed] = scratch;
+        self.copy2d(kv, Rows::of(row), raw, Rows::of(kv_lora), n, kv_lora)?;
+        self.rms_norm(raw, norm, n, kv_lora, eps, normed)?;
+        self.copy2d(normed, Rows::of(kv_lora), kv, Rows::of(row), n, kv_lora)?;
+        self.rope(kv, positions, inv_freq, rope)?;
+        self.cache_set_rows(kv, slots, n, cache)
+    }
     /// `out[i] = silu(gate[i])·up[i]` for `i < n` (SwiGLU, in f32).
     fn silu_mul(
         &self,

@@ -48,6 +48,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("elementwise", &elementwise::<B>);
     run("set_rows/gather_rows", &rows::<B>);
     run("cache types", &cache_types::<B>);
+    run("mla_kv_rows", &mla_kv_rows::<B>);
     run("moe_route", &moe_route::<B>);
     run("moe_combine", &moe_combine::<B>);
     run("moe_local_experts", &moe_local_experts::<B>);
@@ -585,6 +586,105 @@ fn cache_types<B: Backend>(be: &B) {
                 again, got,
                 "cache {ty}: slot past the end changed the cache"
             );
+        }
+    }
+}
+
+/// The MLA cache-row op: the rows it leaves in `kv` against an f64 RMSNorm of the latent part
+/// and RoPE of the rest, and each cache type holding exactly those rows rounded as `rounded`
+/// says, at the slots given (the small widths and GLM-5's 512 + 64, both RoPE layouts).
+fn mla_kv_rows<B: Backend>(be: &B) {
+    let mut r = Rng(23);
+    for (n, kv_lora, n_rot) in [(3usize, 40usize, 8usize), (2, 512, 64)] {
+        let row = kv_lora + n_rot;
+        for mode in [RopeMode::Interleaved, RopeMode::Neox] {
+            let x = r.vec(n * row, 2.0);
+            let g: Vec<f32> = r.vec(kv_lora, 0.5).iter().map(|v| 1.0 + v).collect();
+            let inv: Vec<f32> = (0..n_rot / 2)
+                .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
+                .collect();
+            let pos = [3u32, 1000, 77][..n].to_vec();
+            let (eps, attn_factor) = (1e-6f32, 1.25f32);
+            let p = RopeParams {
+                n_tokens: n,
+                n_heads: 1,
+                head_dim: row,
+                offset: kv_lora,
+                n_rot,
+                mode,
+                attn_factor,
+            };
+            // f64 reference of the finished rows.
+            let (mut want, mut mag) = (Vec::new(), Vec::new());
+            for (t, xr) in x.chunks(row).enumerate() {
+                let ms = xr[..kv_lora]
+                    .iter()
+                    .map(|&v| (v as f64).powi(2))
+                    .sum::<f64>()
+                    / kv_lora as f64;
+                let s = 1.0 / (ms + eps as f64).sqrt();
+                for i in 0..kv_lora {
+                    want.push(xr[i] as f64 * s * g[i] as f64);
+                    mag.push(want.last().unwrap().abs());
+                }
+                let mut tail: Vec<f64> = xr[kv_lora..].iter().map(|&v| v as f64).collect();
+                for i in 0..n_rot / 2 {
+                    let (a, b) = match mode {
+                        RopeMode::Interleaved => (2 * i, 2 * i + 1),
+                        RopeMode::Neox => (i, i + n_rot / 2),
+                    };
+                    let ang = (pos[t] as f32 * inv[i]) as f64;
+                    let (c, sn) = (
+                        ang.cos() * attn_factor as f64,
+                        ang.sin() * attn_factor as f64,
+                    );
+                    let (x0, x1) = (xr[kv_lora + a] as f64, xr[kv_lora + b] as f64);
+                    tail[a] = x0 * c - x1 * sn;
+                    tail[b] = x0 * sn + x1 * c;
+                }
+                for (i, v) in tail.into_iter().enumerate() {
+                    want.push(v);
+                    mag.push((xr[kv_lora + i] as f64).abs() * attn_factor as f64 * 2.0);
+                }
+            }
+            for ty in CacheType::ALL {
+                let mut kv = up(be, &x);
+                let mut c = be.alloc_cache(n + 5, row, ty).expect("alloc_cache");
+                let slots: Vec<u32> = (0..n as u32).map(|i| 4 + i).rev().collect();
+                let mut s0 = be.alloc(n * kv_lora).expect("alloc");
+                let mut s1 = be.alloc(n * kv_lora).expect("alloc");
+                be.mla_kv_rows(
+                    &mut kv,
+                    &up(be, &g),
+                    eps,
+                    kv_lora,
+                    &p,
+                    &ids(be, &pos),
+                    &up(be, &inv),
+                    &ids(be, &slots),
+                    &mut c,
+                    [&mut s0, &mut s1],
+                )
+                .expect("mla_kv_rows");
+                let got = down(be, &kv, n * row);
+                let case = format!("{n}x{kv_lora}+{n_rot} {mode:?} cache {ty}");
+                close("mla_kv_rows", &case, &got, &want, &mag, kv_lora);
+                let mut cached = vec![0f32; (n + 5) * row];
+                be.cache_download(&c, &mut cached).expect("cache_download");
+                for (t, &slot) in slots.iter().enumerate() {
+                    let at = slot as usize * row;
+                    let stored = &cached[at..at + row];
+                    let expect = rounded(&got[t * row..(t + 1) * row], ty);
+                    assert!(
+                        stored.iter().zip(&expect).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+                        "mla_kv_rows {case}: cache row {slot} is not token {t}'s finished row rounded"
+                    );
+                }
+                assert!(
+                    cached[..4 * row].iter().all(|&v| v == 0.0),
+                    "mla_kv_rows {case}: rows outside the slots changed"
+                );
+            }
         }
     }
 }

@@ -477,6 +477,23 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::elementwise::rope(self, x, positions, inv_freq, p)
     }
+    fn mla_kv_rows(
+        &self,
+        kv: &mut CudaBuf,
+        norm: &CudaBuf,
+        eps: f32,
+        kv_lora: usize,
+        rope: &RopeParams,
+        positions: &CudaIds,
+        inv_freq: &CudaBuf,
+        slots: &CudaIds,
+        cache: &mut CudaCache,
+        _scratch: [&mut CudaBuf; 2],
+    ) -> Result<()> {
+        crate::elementwise::mla_kv_rows(
+            self, kv, norm, eps, kv_lora, rope, positions, inv_freq, slots, cache,
+        )
+    }
     fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, n: usize, out: &mut CudaBuf) -> Result<()> {
         crate::elementwise::silu_mul(self, gate, up, n, out)
     }

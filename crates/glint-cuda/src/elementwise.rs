@@ -324,3 +324,81 @@ pub(crate) fn gather_rows(
     unsafe { b.launch(grid_1d(n * dim)) }.map_err(dev(op))?;
     Ok(())
 }
+
+/// `Backend::mla_kv_rows` in one launch (kernels/elementwise.cu `mla_kv_rows`): a block per
+/// token norms, rotates and caches its row; the shapes the model gives it (one head of
+/// `kv_lora + n_rot`, the rotated part last) are checked.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn mla_kv_rows(
+    be: &CudaBackend,
+    kv: &mut CudaBuf,
+    norm: &CudaBuf,
+    eps: f32,
+    kv_lora: usize,
+    p: &RopeParams,
+    positions: &CudaIds,
+    inv_freq: &CudaBuf,
+    slots: &CudaIds,
+    cache: &mut CudaCache,
+) -> Result<()> {
+    let op = "mla_kv_rows";
+    let (n, row) = (p.n_tokens, p.head_dim);
+    if p.n_heads != 1
+        || p.offset != kv_lora
+        || kv_lora + p.n_rot != row
+        || !p.n_rot.is_multiple_of(2)
+    {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "rows of {row} must be {kv_lora} latent values then {} rotated ones (one head, offset {})",
+                p.n_rot, p.offset
+            ),
+        });
+    }
+    if cache.dim != row {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("cache rows of {} for kv rows of {row}", cache.dim),
+        });
+    }
+    need(op, "kv", n * row, kv.len)?;
+    need(op, "norm", kv_lora, norm.len)?;
+    need(op, "inv_freq", p.n_rot / 2, inv_freq.len)?;
+    need(op, "positions", n, positions.len)?;
+    need(op, "slots", n, slots.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = be.func(FAM, "mla_kv_rows")?;
+    let (lora_i, row_i) = (int(op, kv_lora)?, int(op, row)?);
+    let mode: i32 = match p.mode {
+        RopeMode::Interleaved => 0,
+        RopeMode::Neox => 1,
+    };
+    let (rows, ty) = (cache.rows as i64, cache.code());
+    let mut b = be.launch(&f);
+    b.arg(kv.data_mut())
+        .arg(norm.data())
+        .arg(&eps)
+        .arg(&lora_i)
+        .arg(&row_i)
+        .arg(&positions.data)
+        .arg(inv_freq.data())
+        .arg(&mode)
+        .arg(&p.attn_factor)
+        .arg(&slots.data)
+        .arg(&mut cache.data)
+        .arg(&rows)
+        .arg(&ty);
+    let mut cfg = grid_rows(n, row_threads(kv_lora));
+    cfg.shared_mem_bytes = u32::try_from(row * 4).map_err(|_| CoreError::Param {
+        op,
+        msg: format!("rows of {row}"),
+    })?;
+    // SAFETY: reads and writes n rows of kv (checked), kv_lora norm weights, n_rot / 2
+    // frequencies, n positions and slots; a slot past the cache's rows is skipped in the kernel;
+    // shared memory holds one row.
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok(())
+}

@@ -230,40 +230,21 @@ pub fn forward<B: Backend>(
 
     // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
     be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
-    let (rows_of_row, rows_of_lora) = (Rows::of(row), Rows::of(d.kv_lora));
-    be.copy2d(
-        &sc.kv_rows,
-        rows_of_row,
-        &mut sc.kv_raw,
-        rows_of_lora,
-        n,
-        d.kv_lora,
-    )?;
-    be.rms_norm(
-        &sc.kv_raw,
+    be.mla_kv_rows(
+        &mut sc.kv_rows,
         &w.kv_a_norm,
-        n,
-        d.kv_lora,
         d.eps,
-        &mut sc.kv_normed,
-    )?;
-    be.copy2d(
-        &sc.kv_normed,
-        rows_of_lora,
-        &mut sc.kv_rows,
-        rows_of_row,
-        n,
         d.kv_lora,
-    )?;
-    be.rope(
-        &mut sc.kv_rows,
+        &rp(1, row, d.kv_lora),
         &step.positions,
         &rope.inv_freq,
-        &rp(1, row, d.kv_lora),
+        &step.slots,
+        &mut pool.latent,
+        [&mut sc.kv_raw, &mut sc.kv_normed],
     )?;
-    be.cache_set_rows(&sc.kv_rows, &step.slots, n, &mut pool.latent)?;
 
     // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
+    let (rows_of_row, rows_of_lora) = (Rows::of(row), Rows::of(d.kv_lora));
     let q_rows = Rows::of(qk);
     be.copy2d(
         &sc.q,
