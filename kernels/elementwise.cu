@@ -79,6 +79,59 @@ extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, in
     for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = w[i] * (x[base + i] * inv);
 }
 
+// h += d (add_inplace's float adds), then y = rms_norm(h) as rms_norm computes it: the residual
+// add and the next layer's norm in one launch (Backend::add_rms_norm). Rows that rms_norm would
+// not keep in registers run its loops on the new h.
+extern "C" __global__ void add_rms_norm(float* h, const float* d, const float* w, float* y, int dim, float eps) {
+    pdl_enter();
+    __shared__ double sh[33];
+    const long long base = (long long)blockIdx.x * dim;
+    if (norm_in_registers(h, d, w, y, dim)) {
+        const int n4 = dim >> 2;
+        float4* h4 = (float4*)(h + base);
+        const float4* d4 = (const float4*)(d + base);
+        const float4* w4 = (const float4*)w;
+        float4 v[NORM_V4], g[NORM_V4];
+#pragma unroll
+        for (int u = 0; u < NORM_V4; u++) {
+            const int e = threadIdx.x + u * blockDim.x;
+            if (e < n4) {
+                const float4 a = h4[e], b = d4[e];
+                v[u] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+                g[u] = w4[e];
+            }
+        }
+        double s = 0.0;
+#pragma unroll
+        for (int u = 0; u < NORM_V4; u++) {
+            const int e = threadIdx.x + u * blockDim.x;
+            if (e < n4) {
+                h4[e] = v[u];
+                s += sq4(v[u]);
+            }
+        }
+        const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
+        float4* y4 = (float4*)(y + base);
+#pragma unroll
+        for (int u = 0; u < NORM_V4; u++) {
+            const int e = threadIdx.x + u * blockDim.x;
+            if (e < n4)
+                y4[e] = make_float4(g[u].x * (v[u].x * inv), g[u].y * (v[u].y * inv), g[u].z * (v[u].z * inv),
+                                    g[u].w * (v[u].w * inv));
+        }
+        return;
+    }
+    double s = 0.0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = h[base + i] + d[base + i];
+        h[base + i] = v;
+        s += (double)v * v;
+    }
+    // Each thread reads back only the values it wrote.
+    float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = w[i] * (h[base + i] * inv);
+}
+
 // (x − mean)·inv·w + b of one element, in the loop's and the CPU's order.
 __device__ __forceinline__ float ln1(float x, double mean, double inv, float w, float b) {
     return ((float)(((double)x - mean) * inv)) * w + b;

@@ -207,6 +207,23 @@ pub trait Backend: Send + Sync {
         eps: f32,
         y: &mut Self::Buf,
     ) -> Result<()>;
+    /// The residual add and the next RMSNorm in one op where a backend can: `h[i] += d[i]`
+    /// over `rows × dim`, then `y = rms_norm(h)` (as [`Backend::add`] then
+    /// [`Backend::rms_norm`], which is the default).
+    #[allow(clippy::too_many_arguments)]
+    fn add_rms_norm(
+        &self,
+        h: &mut Self::Buf,
+        d: &Self::Buf,
+        w: &Self::Buf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Self::Buf,
+    ) -> Result<()> {
+        self.add(h, d, rows * dim)?;
+        self.rms_norm(h, w, rows, dim, eps, y)
+    }
     /// LayerNorm with weight and bias (mean-centred, biased variance).
     #[allow(clippy::too_many_arguments)]
     fn layer_norm(

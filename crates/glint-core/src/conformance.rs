@@ -347,7 +347,18 @@ fn get_rows<B: Backend>(be: &B) {
 
 fn norms<B: Backend>(be: &B) {
     let mut r = Rng(5);
-    for &(rows, dim, scale) in &[(1, 1, 1.0), (3, 7, 1.0), (2, 64, 1e3), (4, 129, 1e-3)] {
+    // GLM-5's widths too (6144, 2048, 512, 128), which a backend may keep in registers.
+    let cases = [
+        (1, 1, 1.0),
+        (3, 7, 1.0),
+        (2, 64, 1e3),
+        (4, 129, 1e-3),
+        (2, 6144, 1.0),
+        (3, 2048, 1.0),
+        (2, 512, 1.0),
+        (5, 128, 1.0),
+    ];
+    for &(rows, dim, scale) in &cases {
         let mut x = r.vec(rows * dim, scale);
         x[0] = 0.0;
         let g = r.vec(dim, 1.0);
@@ -368,6 +379,34 @@ fn norms<B: Backend>(be: &B) {
         let case = format!("{rows}x{dim} scale {scale}");
         close(
             "rms_norm",
+            &case,
+            &down(be, &y, rows * dim),
+            &want,
+            &mag,
+            dim,
+        );
+        // add_rms_norm: h += d exactly as f32 adds, then the norm of the new h.
+        let dx = r.vec(rows * dim, scale);
+        let mut h = up(be, &x);
+        be.add_rms_norm(&mut h, &up(be, &dx), &up(be, &g), rows, dim, eps, &mut y)
+            .expect("add_rms_norm");
+        let sum: Vec<f32> = x.iter().zip(&dx).map(|(a, b)| a + b).collect();
+        assert_eq!(
+            down(be, &h, rows * dim),
+            sum,
+            "add_rms_norm {case}: the sum"
+        );
+        let (mut want, mut mag) = (Vec::new(), Vec::new());
+        for row in sum.chunks(dim) {
+            let ms = row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / dim as f64;
+            let inv = 1.0 / (ms + eps as f64).sqrt();
+            for (i, &v) in row.iter().enumerate() {
+                want.push(v as f64 * inv * g[i] as f64);
+                mag.push((v as f64 * inv * g[i] as f64).abs());
+            }
+        }
+        close(
+            "add_rms_norm",
             &case,
             &down(be, &y, rows * dim),
             &want,

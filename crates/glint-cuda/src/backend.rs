@@ -477,6 +477,18 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::elementwise::rope(self, x, positions, inv_freq, p)
     }
+    fn add_rms_norm(
+        &self,
+        h: &mut CudaBuf,
+        d: &CudaBuf,
+        w: &CudaBuf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::add_rms_norm(self, h, d, w, rows, dim, eps, y)
+    }
     fn mla_kv_rows(
         &self,
         kv: &mut CudaBuf,

@@ -402,3 +402,37 @@ pub(crate) fn mla_kv_rows(
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(())
 }
+
+/// `Backend::add_rms_norm` in one launch (kernels/elementwise.cu `add_rms_norm`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_rms_norm(
+    be: &CudaBackend,
+    h: &mut CudaBuf,
+    d: &CudaBuf,
+    w: &CudaBuf,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+    y: &mut CudaBuf,
+) -> Result<()> {
+    let op = "add_rms_norm";
+    need(op, "h", rows * dim, h.len)?;
+    need(op, "d", rows * dim, d.len)?;
+    need(op, "weight", dim, w.len)?;
+    need(op, "y", rows * dim, y.len)?;
+    if rows == 0 || dim == 0 {
+        return Ok(());
+    }
+    let di = int(op, dim)?;
+    let f = be.func(FAM, "add_rms_norm")?;
+    let mut b = be.launch(&f);
+    b.arg(h.data_mut())
+        .arg(d.data())
+        .arg(w.data())
+        .arg(y.data_mut())
+        .arg(&di)
+        .arg(&eps);
+    // SAFETY: rows × dim values of h, d and y (checked), dim weights; one block a row.
+    unsafe { b.launch(grid_rows(rows, row_threads(dim))) }.map_err(dev(op))?;
+    Ok(())
+}

@@ -502,8 +502,13 @@ impl<'a, B: Backend> Model<'a, B> {
         be.get_rows(&self.w.token_embd, &st.token_ids, n, &mut st.h)?;
         let eps = self.cfg.rms_eps;
         st.selections.clear();
+        // Whether st.x already holds this layer's attn_norm(h): the previous layer's residual
+        // add and this norm ran as one op (`add_rms_norm`; not when a tap reads h between).
+        let mut normed = false;
         for (l, lw) in self.w.layers.iter().enumerate() {
-            be.rms_norm(&st.h, &lw.attn_norm, n, d, eps, &mut st.x)?;
+            if !normed {
+                be.rms_norm(&st.h, &lw.attn_norm, n, d, eps, &mut st.x)?;
+            }
             glint_mla::forward(
                 be,
                 &lw.attn,
@@ -528,20 +533,30 @@ impl<'a, B: Backend> Model<'a, B> {
             }
             // Tensor parallel: each rank's heads gave a partial attention output.
             self.all_reduce(&mut st.y, n * d)?;
-            be.add(&mut st.h, &st.y, n * d)?;
             if let Some(t) = tap.as_mut() {
+                be.add(&mut st.h, &st.y, n * d)?;
                 tap_hidden(be, &mut st.h, n * d, |h| t(Tap::FfnInput, l, h))?;
+                be.rms_norm(&st.h, &lw.ffn_norm, n, d, eps, &mut st.x)?;
+            } else {
+                be.add_rms_norm(&mut st.h, &st.y, &lw.ffn_norm, n, d, eps, &mut st.x)?;
             }
-            be.rms_norm(&st.h, &lw.ffn_norm, n, d, eps, &mut st.x)?;
             match &lw.ffn {
                 Ffn::Dense(m) => glint_moe::mlp(be, m, &st.x, n, &mut st.moe, &mut st.y)?,
                 Ffn::Moe(m) => glint_moe::moe(be, m, &st.x, n, d, &mut st.moe, &mut st.y)?,
             }
             // Tensor parallel: each rank's FFN columns (or experts) gave a partial output.
             self.all_reduce(&mut st.y, n * d)?;
-            be.add(&mut st.h, &st.y, n * d)?;
-            if let Some(t) = tap.as_mut() {
-                tap_hidden(be, &mut st.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
+            match (tap.as_mut(), self.w.layers.get(l + 1)) {
+                (None, Some(next)) => {
+                    be.add_rms_norm(&mut st.h, &st.y, &next.attn_norm, n, d, eps, &mut st.x)?;
+                    normed = true;
+                }
+                (t, _) => {
+                    be.add(&mut st.h, &st.y, n * d)?;
+                    if let Some(t) = t {
+                        tap_hidden(be, &mut st.h, n * d, |h| t(Tap::LayerOutput, l, h))?;
+                    }
+                }
             }
         }
         if rows == 0 {
