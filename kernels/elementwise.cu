@@ -375,6 +375,56 @@ extern "C" __global__ void mla_kv_rows(float* kv, const float* w, float eps, int
     cache_write_row(fin, slots[t], cache, rows, row, ty, shm);
 }
 
+// The indexer's new key rows in one launch (Backend::indexer_k_rows): one block per token t,
+// row t of raw [n × dim] goes through layer_norm's loop expressions and rope's (one head of dim,
+// dims offset .. offset + n_rot) in shared memory, to out and, as cache_set_rows encodes it, to
+// cache row slots[t]. Dynamic shared: dim floats.
+extern "C" __global__ void indexer_k_rows(const float* raw, const float* w, const float* b, float eps, int dim,
+                                          int offset, int n_rot, const u32* positions, const float* inv_freq,
+                                          int mode, float attn_factor, const u32* slots, u8* cache,
+                                          long long rows, int ty, float* out) {
+    pdl_enter();
+    __shared__ double sh[33];
+    __shared__ float shm[32];
+    extern __shared__ float krow[];
+    const long long t = blockIdx.x;
+    const float* x = raw + t * dim;
+    double s = 0.0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) s += (double)x[i];
+    const double mean = block_sum_f64(s, sh) / (double)dim;
+    double v = 0.0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const double dd = (double)x[i] - mean;
+        v += dd * dd;
+    }
+    const double inv = 1.0 / sqrt(block_sum_f64(v, sh) / (double)dim + (double)eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) krow[i] = ln1(x[i], mean, inv, w[i], b[i]);
+    __syncthreads();
+    const int half = n_rot / 2;
+    const float pos = (float)positions[t];
+    float r0 = 0.0f, r1 = 0.0f;
+    int ia = 0, ib = 0;
+    const bool mine = threadIdx.x < half;
+    if (mine) {
+        const int i = threadIdx.x;
+        const float a = pos * inv_freq[i];
+        const float c = cosf(a) * attn_factor, sn = sinf(a) * attn_factor;
+        ia = offset + (mode == 0 ? 2 * i : i);
+        ib = offset + (mode == 0 ? 2 * i + 1 : i + half);
+        const float x0 = krow[ia], x1 = krow[ib];
+        r0 = x0 * c - x1 * sn;
+        r1 = x0 * sn + x1 * c;
+    }
+    __syncthreads();
+    if (mine) {
+        krow[ia] = r0;
+        krow[ib] = r1;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = krow[i];
+    cache_write_row(krow, slots[t], cache, rows, dim, ty, shm);
+}
+
 // The first n_rows rows of the cache decoded to f32 (tests, debugging).
 extern "C" __global__ void cache_decode(const u8* cache, long long rows, int dim, int ty, long long n_rows,
                                         float* out) {

@@ -207,6 +207,29 @@ pub trait Backend: Send + Sync {
         eps: f32,
         y: &mut Self::Buf,
     ) -> Result<()>;
+    /// The DSA indexer's new key rows, in one op where a backend can: `out = layer_norm(raw)`
+    /// (weight `w`, bias `b`, `eps`, rows of `rope.head_dim`), RoPE'd in place (`rope`), and
+    /// row `i < rope.n_tokens` written, rounded to the cache's type, to cache row `slots[i]`
+    /// (the default: `layer_norm`, `rope`, `cache_set_rows`).
+    #[allow(clippy::too_many_arguments)]
+    fn indexer_k_rows(
+        &self,
+        raw: &Self::Buf,
+        w: &Self::Buf,
+        b: &Self::Buf,
+        eps: f32,
+        rope: &RopeParams,
+        positions: &Self::Ids,
+        inv_freq: &Self::Buf,
+        slots: &Self::Ids,
+        cache: &mut Self::Cache,
+        out: &mut Self::Buf,
+    ) -> Result<()> {
+        let (n, dim) = (rope.n_tokens, rope.n_heads * rope.head_dim);
+        self.layer_norm(raw, w, b, n, dim, eps, out)?;
+        self.rope(out, positions, inv_freq, rope)?;
+        self.cache_set_rows(out, slots, n, cache)
+    }
     /// The residual add and the next RMSNorm in one op where a backend can: `h[i] += d[i]`
     /// over `rows × dim`, then `y = rms_norm(h)` (as [`Backend::add`] then
     /// [`Backend::rms_norm`], which is the default).

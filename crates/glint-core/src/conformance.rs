@@ -49,6 +49,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("set_rows/gather_rows", &rows::<B>);
     run("cache types", &cache_types::<B>);
     run("mla_kv_rows", &mla_kv_rows::<B>);
+    run("indexer_k_rows", &indexer_k_rows::<B>);
     run("moe_route", &moe_route::<B>);
     run("moe_combine", &moe_combine::<B>);
     run("moe_local_experts", &moe_local_experts::<B>);
@@ -722,6 +723,105 @@ fn mla_kv_rows<B: Backend>(be: &B) {
                 assert!(
                     cached[..4 * row].iter().all(|&v| v == 0.0),
                     "mla_kv_rows {case}: rows outside the slots changed"
+                );
+            }
+        }
+    }
+}
+
+/// The indexer's key-row op: `out` against an f64 LayerNorm then RoPE of the first `n_rot`
+/// dims, and each cache type holding exactly `out`'s rows rounded (`rounded`) at the slots
+/// (GLM-5's 128 with 64 rotated, and a small width, both RoPE layouts).
+fn indexer_k_rows<B: Backend>(be: &B) {
+    let mut r = Rng(29);
+    for (n, dim, n_rot) in [(3usize, 12usize, 4usize), (2, 128, 64)] {
+        for mode in [RopeMode::Interleaved, RopeMode::Neox] {
+            let x = r.vec(n * dim, 2.0);
+            let g: Vec<f32> = r.vec(dim, 0.5).iter().map(|v| 1.0 + v).collect();
+            let bias = r.vec(dim, 0.3);
+            let inv: Vec<f32> = (0..n_rot / 2)
+                .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
+                .collect();
+            let pos = [9u32, 4096, 31][..n].to_vec();
+            let (eps, attn_factor) = (1e-6f32, 1.0f32);
+            let p = RopeParams {
+                n_tokens: n,
+                n_heads: 1,
+                head_dim: dim,
+                offset: 0,
+                n_rot,
+                mode,
+                attn_factor,
+            };
+            let (mut want, mut mag) = (Vec::new(), Vec::new());
+            for (t, xr) in x.chunks(dim).enumerate() {
+                let mean = xr.iter().map(|&v| v as f64).sum::<f64>() / dim as f64;
+                let var = xr.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / dim as f64;
+                let s = 1.0 / (var + eps as f64).sqrt();
+                let mut row: Vec<f64> = (0..dim)
+                    .map(|i| (xr[i] as f64 - mean) * s * g[i] as f64 + bias[i] as f64)
+                    .collect();
+                let m: Vec<f64> = (0..dim)
+                    .map(|i| {
+                        ((xr[i] as f64 - mean) * s * g[i] as f64).abs() + (bias[i] as f64).abs()
+                    })
+                    .collect();
+                let mut rm = m.clone();
+                for i in 0..n_rot / 2 {
+                    let (a, b) = match mode {
+                        RopeMode::Interleaved => (2 * i, 2 * i + 1),
+                        RopeMode::Neox => (i, i + n_rot / 2),
+                    };
+                    let ang = (pos[t] as f32 * inv[i]) as f64;
+                    let (c, sn) = (
+                        ang.cos() * attn_factor as f64,
+                        ang.sin() * attn_factor as f64,
+                    );
+                    let (x0, x1) = (row[a], row[b]);
+                    row[a] = x0 * c - x1 * sn;
+                    row[b] = x0 * sn + x1 * c;
+                    rm[a] = m[a] + m[b];
+                    rm[b] = m[a] + m[b];
+                }
+                want.extend(row);
+                mag.extend(rm);
+            }
+            for ty in CacheType::ALL {
+                let mut c = be.alloc_cache(n + 4, dim, ty).expect("alloc_cache");
+                let slots: Vec<u32> = (0..n as u32).map(|i| 2 * i + 1).collect();
+                let mut out = be.alloc(n * dim).expect("alloc");
+                be.indexer_k_rows(
+                    &up(be, &x),
+                    &up(be, &g),
+                    &up(be, &bias),
+                    eps,
+                    &p,
+                    &ids(be, &pos),
+                    &up(be, &inv),
+                    &ids(be, &slots),
+                    &mut c,
+                    &mut out,
+                )
+                .expect("indexer_k_rows");
+                let got = down(be, &out, n * dim);
+                let case = format!("{n}x{dim} rot {n_rot} {mode:?} cache {ty}");
+                close("indexer_k_rows", &case, &got, &want, &mag, dim);
+                let mut cached = vec![0f32; (n + 4) * dim];
+                be.cache_download(&c, &mut cached).expect("cache_download");
+                for (t, &slot) in slots.iter().enumerate() {
+                    let at = slot as usize * dim;
+                    let expect = rounded(&got[t * dim..(t + 1) * dim], ty);
+                    assert!(
+                        cached[at..at + dim]
+                            .iter()
+                            .zip(&expect)
+                            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+                        "indexer_k_rows {case}: cache row {slot} is not token {t}'s row rounded"
+                    );
+                }
+                assert!(
+                    cached[..dim].iter().all(|&v| v == 0.0),
+                    "indexer_k_rows {case}: row 0 (no slot) changed"
                 );
             }
         }

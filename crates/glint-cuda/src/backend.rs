@@ -489,6 +489,23 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::elementwise::add_rms_norm(self, h, d, w, rows, dim, eps, y)
     }
+    fn indexer_k_rows(
+        &self,
+        raw: &CudaBuf,
+        w: &CudaBuf,
+        b: &CudaBuf,
+        eps: f32,
+        rope: &RopeParams,
+        positions: &CudaIds,
+        inv_freq: &CudaBuf,
+        slots: &CudaIds,
+        cache: &mut CudaCache,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::elementwise::indexer_k_rows(
+            self, raw, w, b, eps, rope, positions, inv_freq, slots, cache, out,
+        )
+    }
     fn mla_kv_rows(
         &self,
         kv: &mut CudaBuf,

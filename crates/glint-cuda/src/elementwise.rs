@@ -436,3 +436,83 @@ pub(crate) fn add_rms_norm(
     unsafe { b.launch(grid_rows(rows, row_threads(dim))) }.map_err(dev(op))?;
     Ok(())
 }
+
+/// `Backend::indexer_k_rows` in one launch (kernels/elementwise.cu `indexer_k_rows`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn indexer_k_rows(
+    be: &CudaBackend,
+    raw: &CudaBuf,
+    w: &CudaBuf,
+    b: &CudaBuf,
+    eps: f32,
+    p: &RopeParams,
+    positions: &CudaIds,
+    inv_freq: &CudaBuf,
+    slots: &CudaIds,
+    cache: &mut CudaCache,
+    out: &mut CudaBuf,
+) -> Result<()> {
+    let op = "indexer_k_rows";
+    let (n, dim) = (p.n_tokens, p.head_dim);
+    if p.n_heads != 1 || p.offset + p.n_rot > dim || !p.n_rot.is_multiple_of(2) || cache.dim != dim
+    {
+        return Err(CoreError::Param {
+            op,
+            msg: format!(
+                "one head of {dim} with {} rotated dims at offset {}, into cache rows of {}",
+                p.n_rot, p.offset, cache.dim
+            ),
+        });
+    }
+    need(op, "raw", n * dim, raw.len)?;
+    need(op, "out", n * dim, out.len)?;
+    need(op, "norm weight", dim, w.len)?;
+    need(op, "norm bias", dim, b.len)?;
+    need(op, "inv_freq", p.n_rot / 2, inv_freq.len)?;
+    need(op, "positions", n, positions.len)?;
+    need(op, "slots", n, slots.len)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // A thread per rotated pair (the kernel rotates in one pass).
+    let threads = row_threads(dim).max((p.n_rot / 2).next_multiple_of(32) as u32);
+    if threads > 1024 {
+        return Err(CoreError::Param {
+            op,
+            msg: format!("{} rotated dims: at most 2048", p.n_rot),
+        });
+    }
+    let f = be.func(FAM, "indexer_k_rows")?;
+    let (dim_i, off_i, rot_i) = (int(op, dim)?, int(op, p.offset)?, int(op, p.n_rot)?);
+    let mode: i32 = match p.mode {
+        RopeMode::Interleaved => 0,
+        RopeMode::Neox => 1,
+    };
+    let (rows, ty) = (cache.rows as i64, cache.code());
+    let mut l = be.launch(&f);
+    l.arg(raw.data())
+        .arg(w.data())
+        .arg(b.data())
+        .arg(&eps)
+        .arg(&dim_i)
+        .arg(&off_i)
+        .arg(&rot_i)
+        .arg(&positions.data)
+        .arg(inv_freq.data())
+        .arg(&mode)
+        .arg(&p.attn_factor)
+        .arg(&slots.data)
+        .arg(&mut cache.data)
+        .arg(&rows)
+        .arg(&ty)
+        .arg(out.data_mut());
+    let mut cfg = grid_rows(n, threads);
+    cfg.shared_mem_bytes = u32::try_from(dim * 4).map_err(|_| CoreError::Param {
+        op,
+        msg: format!("rows of {dim}"),
+    })?;
+    // SAFETY: n rows of raw and out (checked), dim weights and biases, n_rot / 2 frequencies,
+    // n positions and slots; a slot past the cache's rows is skipped; shared memory holds a row.
+    unsafe { l.launch(cfg) }.map_err(dev(op))?;
+    Ok(())
+}

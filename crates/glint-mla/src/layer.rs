@@ -327,17 +327,18 @@ fn indexer<B: Backend>(
         attn_factor: rope.attn_factor,
     };
     be.matmul(&iw.k, a, n, &mut sc.index_k_raw)?;
-    be.layer_norm(
+    be.indexer_k_rows(
         &sc.index_k_raw,
         &iw.k_norm,
         &iw.k_norm_bias,
-        n,
-        id.head_dim,
         id.eps,
+        &rp(1),
+        &step.positions,
+        &rope.inv_freq,
+        &step.slots,
+        keys,
         &mut sc.index_k,
     )?;
-    be.rope(&mut sc.index_k, &step.positions, &rope.inv_freq, &rp(1))?;
-    be.cache_set_rows(&sc.index_k, &step.slots, n, keys)?;
     if step.max_seen <= id.top_k {
         return Ok(None);
     }
