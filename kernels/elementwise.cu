@@ -38,6 +38,19 @@ __device__ __forceinline__ double sq4(float4 v) {
     return (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
 }
 
+// The register path's end: y = w ⊙ v · inv, inv from the block's Σ v² (s, this thread's part).
+__device__ __forceinline__ void rms_store(const float4 (&v)[NORM_V4], const float4 (&g)[NORM_V4], double s, int n4,
+                                          int dim, float eps, double* sh, float4* y4) {
+    const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
+#pragma unroll
+    for (int u = 0; u < NORM_V4; u++) {
+        const int e = threadIdx.x + u * blockDim.x;
+        if (e < n4)
+            y4[e] = make_float4(g[u].x * (v[u].x * inv), g[u].y * (v[u].y * inv), g[u].z * (v[u].z * inv),
+                                g[u].w * (v[u].w * inv));
+    }
+}
+
 extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, int dim, float eps) {
     pdl_enter();
     __shared__ double sh[33];
@@ -59,15 +72,7 @@ extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, in
 #pragma unroll
         for (int u = 0; u < NORM_V4; u++)
             if (threadIdx.x + u * blockDim.x < n4) s += sq4(v[u]);
-        const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
-        float4* y4 = (float4*)(y + base);
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++) {
-            const int e = threadIdx.x + u * blockDim.x;
-            if (e < n4)
-                y4[e] = make_float4(g[u].x * (v[u].x * inv), g[u].y * (v[u].y * inv), g[u].z * (v[u].z * inv),
-                                    g[u].w * (v[u].w * inv));
-        }
+        rms_store(v, g, s, n4, dim, eps, sh, (float4*)(y + base));
         return;
     }
     double s = 0.0;
@@ -110,15 +115,7 @@ extern "C" __global__ void add_rms_norm(float* h, const float* d, const float* w
                 s += sq4(v[u]);
             }
         }
-        const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
-        float4* y4 = (float4*)(y + base);
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++) {
-            const int e = threadIdx.x + u * blockDim.x;
-            if (e < n4)
-                y4[e] = make_float4(g[u].x * (v[u].x * inv), g[u].y * (v[u].y * inv), g[u].z * (v[u].z * inv),
-                                    g[u].w * (v[u].w * inv));
-        }
+        rms_store(v, g, s, n4, dim, eps, sh, (float4*)(y + base));
         return;
     }
     double s = 0.0;

@@ -87,6 +87,54 @@ impl Rng {
     }
 }
 
+/// RoPE inverse frequencies of base 10000 for `n_rot` rotated dims.
+fn inv_freq_ref(n_rot: usize) -> Vec<f32> {
+    (0..n_rot / 2)
+        .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
+        .collect()
+}
+
+/// RoPE of `v[offset .. offset + n_rot]` in f64 at position `pos` (the angle in f32, as the
+/// spec and HF compute it).
+fn rope_ref(
+    v: &mut [f64],
+    offset: usize,
+    n_rot: usize,
+    mode: RopeMode,
+    pos: u32,
+    inv: &[f32],
+    attn_factor: f32,
+) {
+    for (i, &f) in inv.iter().enumerate().take(n_rot / 2) {
+        let (a, b) = match mode {
+            RopeMode::Interleaved => (offset + 2 * i, offset + 2 * i + 1),
+            RopeMode::Neox => (offset + i, offset + i + n_rot / 2),
+        };
+        let ang = (pos as f32 * f) as f64;
+        let (c, sn) = (
+            ang.cos() * attn_factor as f64,
+            ang.sin() * attn_factor as f64,
+        );
+        let (x0, x1) = (v[a], v[b]);
+        v[a] = x0 * c - x1 * sn;
+        v[b] = x0 * sn + x1 * c;
+    }
+}
+
+/// Whether cache rows `slots[t]` of `cached` (rows of `dim`) hold row t of `rows` rounded to
+/// `ty` (`rounded`), and every other row is still zero.
+fn cache_holds(cached: &[f32], rows: &[f32], slots: &[u32], dim: usize, ty: CacheType) -> bool {
+    let mut want = vec![0f32; cached.len()];
+    for (t, &slot) in slots.iter().enumerate() {
+        let at = slot as usize * dim;
+        want[at..at + dim].copy_from_slice(&rounded(&rows[t * dim..(t + 1) * dim], ty));
+    }
+    cached
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+}
+
 fn up<B: Backend>(be: &B, v: &[f32]) -> B::Buf {
     be.upload(v).expect("upload")
 }
@@ -640,9 +688,7 @@ fn mla_kv_rows<B: Backend>(be: &B) {
         for mode in [RopeMode::Interleaved, RopeMode::Neox] {
             let x = r.vec(n * row, 2.0);
             let g: Vec<f32> = r.vec(kv_lora, 0.5).iter().map(|v| 1.0 + v).collect();
-            let inv: Vec<f32> = (0..n_rot / 2)
-                .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
-                .collect();
+            let inv = inv_freq_ref(n_rot);
             let pos = [3u32, 1000, 77][..n].to_vec();
             let (eps, attn_factor) = (1e-6f32, 1.25f32);
             let p = RopeParams {
@@ -668,20 +714,7 @@ fn mla_kv_rows<B: Backend>(be: &B) {
                     mag.push(want.last().unwrap().abs());
                 }
                 let mut tail: Vec<f64> = xr[kv_lora..].iter().map(|&v| v as f64).collect();
-                for i in 0..n_rot / 2 {
-                    let (a, b) = match mode {
-                        RopeMode::Interleaved => (2 * i, 2 * i + 1),
-                        RopeMode::Neox => (i, i + n_rot / 2),
-                    };
-                    let ang = (pos[t] as f32 * inv[i]) as f64;
-                    let (c, sn) = (
-                        ang.cos() * attn_factor as f64,
-                        ang.sin() * attn_factor as f64,
-                    );
-                    let (x0, x1) = (xr[kv_lora + a] as f64, xr[kv_lora + b] as f64);
-                    tail[a] = x0 * c - x1 * sn;
-                    tail[b] = x0 * sn + x1 * c;
-                }
+                rope_ref(&mut tail, 0, n_rot, mode, pos[t], &inv, attn_factor);
                 for (i, v) in tail.into_iter().enumerate() {
                     want.push(v);
                     mag.push((xr[kv_lora + i] as f64).abs() * attn_factor as f64 * 2.0);
@@ -711,18 +744,9 @@ fn mla_kv_rows<B: Backend>(be: &B) {
                 close("mla_kv_rows", &case, &got, &want, &mag, kv_lora);
                 let mut cached = vec![0f32; (n + 5) * row];
                 be.cache_download(&c, &mut cached).expect("cache_download");
-                for (t, &slot) in slots.iter().enumerate() {
-                    let at = slot as usize * row;
-                    let stored = &cached[at..at + row];
-                    let expect = rounded(&got[t * row..(t + 1) * row], ty);
-                    assert!(
-                        stored.iter().zip(&expect).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
-                        "mla_kv_rows {case}: cache row {slot} is not token {t}'s finished row rounded"
-                    );
-                }
                 assert!(
-                    cached[..4 * row].iter().all(|&v| v == 0.0),
-                    "mla_kv_rows {case}: rows outside the slots changed"
+                    cache_holds(&cached, &got, &slots, row, ty),
+                    "mla_kv_rows {case}: the cache does not hold the finished rows, rounded, at {slots:?}"
                 );
             }
         }
@@ -739,9 +763,7 @@ fn indexer_k_rows<B: Backend>(be: &B) {
             let x = r.vec(n * dim, 2.0);
             let g: Vec<f32> = r.vec(dim, 0.5).iter().map(|v| 1.0 + v).collect();
             let bias = r.vec(dim, 0.3);
-            let inv: Vec<f32> = (0..n_rot / 2)
-                .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
-                .collect();
+            let inv = inv_freq_ref(n_rot);
             let pos = [9u32, 4096, 31][..n].to_vec();
             let (eps, attn_factor) = (1e-6f32, 1.0f32);
             let p = RopeParams {
@@ -766,20 +788,14 @@ fn indexer_k_rows<B: Backend>(be: &B) {
                         ((xr[i] as f64 - mean) * s * g[i] as f64).abs() + (bias[i] as f64).abs()
                     })
                     .collect();
+                rope_ref(&mut row, 0, n_rot, mode, pos[t], &inv, attn_factor);
+                // A rotated pair mixes both values: each bounded by their magnitudes' sum.
                 let mut rm = m.clone();
                 for i in 0..n_rot / 2 {
                     let (a, b) = match mode {
                         RopeMode::Interleaved => (2 * i, 2 * i + 1),
                         RopeMode::Neox => (i, i + n_rot / 2),
                     };
-                    let ang = (pos[t] as f32 * inv[i]) as f64;
-                    let (c, sn) = (
-                        ang.cos() * attn_factor as f64,
-                        ang.sin() * attn_factor as f64,
-                    );
-                    let (x0, x1) = (row[a], row[b]);
-                    row[a] = x0 * c - x1 * sn;
-                    row[b] = x0 * sn + x1 * c;
                     rm[a] = m[a] + m[b];
                     rm[b] = m[a] + m[b];
                 }
@@ -808,20 +824,9 @@ fn indexer_k_rows<B: Backend>(be: &B) {
                 close("indexer_k_rows", &case, &got, &want, &mag, dim);
                 let mut cached = vec![0f32; (n + 4) * dim];
                 be.cache_download(&c, &mut cached).expect("cache_download");
-                for (t, &slot) in slots.iter().enumerate() {
-                    let at = slot as usize * dim;
-                    let expect = rounded(&got[t * dim..(t + 1) * dim], ty);
-                    assert!(
-                        cached[at..at + dim]
-                            .iter()
-                            .zip(&expect)
-                            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
-                        "indexer_k_rows {case}: cache row {slot} is not token {t}'s row rounded"
-                    );
-                }
                 assert!(
-                    cached[..dim].iter().all(|&v| v == 0.0),
-                    "indexer_k_rows {case}: row 0 (no slot) changed"
+                    cache_holds(&cached, &got, &slots, dim, ty),
+                    "indexer_k_rows {case}: the cache does not hold the rows, rounded, at {slots:?}"
                 );
             }
         }
