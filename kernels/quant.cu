@@ -47,11 +47,12 @@
 #define MV_WARPS_MAX 16
 #define MV_RPW 4
 #define MV_TOK 8
-// Passes of row_dot_blocks unrolled, so a warp's loads of the next pass are in flight while the
-// current one reduces (the order of every sum is the same for any value).
-#ifndef MV_UNROLL
-#define MV_UNROLL 1
-#endif
+// -DMV_UNROLL=N (benches/cuda/kernel_bench.sh): row_dot_blocks' passes unrolled N times, so a
+// warp's loads of the next pass can be in flight while the current one reduces (the order of
+// every sum is the same for any N). Unset, the compiler chooses. A pragma's argument is not
+// macro-expanded, hence _Pragma through two macros.
+#define MV_PRAGMA(x) _Pragma(#x)
+#define MV_UNROLL_BY(n) MV_PRAGMA(unroll n)
 
 // Partner-format block sizes (elements, bytes).
 #define Q8_0_BYTES 34
@@ -1190,7 +1191,9 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
     const int nblocks = cols / W::QK, passes = (nblocks + BPP - 1) / BPP;
     const int k0 = part * passes / ks, k1 = nt == 0 ? k0 : (part + 1) * passes / ks;
     const int lane = threadIdx.x & 31, sub = lane % W::NSUB;
-#pragma unroll MV_UNROLL
+#ifdef MV_UNROLL
+    MV_UNROLL_BY(MV_UNROLL)
+#endif
     for (int k = k0; k < k1; ++k) {
         const int ibu = k * BPP + lane / W::NSUB, ib = min(ibu, nblocks - 1);
         const u8* wr[MV_RPW];
