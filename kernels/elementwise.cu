@@ -190,6 +190,23 @@ extern "C" __global__ void layer_norm(const float* x, const float* w, const floa
     for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = ln1(x[base + i], mean, inv, w[i], b[i]);
 }
 
+// RoPE's pair i of a head (mode 0: dims 2i and 2i + 1; mode 1: i and i + half) and its angle's
+// scaled cosine and sine at position `pos`: the one expression rope, mla_kv_rows and
+// indexer_k_rows share, so the fused kernels rotate exactly as rope does.
+struct RopePair {
+    int a, b;
+    float c, s;
+};
+__device__ __forceinline__ RopePair rope_pair(int i, int half, int mode, float pos, const float* inv_freq,
+                                              float attn_factor) {
+    const float ang = pos * inv_freq[i];
+    return {mode == 0 ? 2 * i : i, mode == 0 ? 2 * i + 1 : i + half, cosf(ang) * attn_factor, sinf(ang) * attn_factor};
+}
+__device__ __forceinline__ void rope_rotate(const RopePair& r, float x0, float x1, float& y0, float& y1) {
+    y0 = x0 * r.c - x1 * r.s;
+    y1 = x0 * r.s + x1 * r.c;
+}
+
 // One thread per (token, head, pair). mode 0: pairs (2i, 2i+1); mode 1: (i, i + n_rot/2).
 extern "C" __global__ void rope(float* x, const u32* positions, const float* inv_freq, int n_tokens,
                                 int n_heads, int head_dim, int offset, int n_rot, int mode,
@@ -202,14 +219,9 @@ extern "C" __global__ void rope(float* x, const u32* positions, const float* inv
     int i = (int)(id % half);
     long long th = id / half;
     int t = (int)(th / n_heads);
-    float a = (float)positions[t] * inv_freq[i];
-    float c = cosf(a) * attn_factor, s = sinf(a) * attn_factor;
+    const RopePair r = rope_pair(i, half, mode, (float)positions[t], inv_freq, attn_factor);
     float* v = x + th * head_dim + offset;
-    int ia = mode == 0 ? 2 * i : i;
-    int ib = mode == 0 ? 2 * i + 1 : i + half;
-    float x0 = v[ia], x1 = v[ib];
-    v[ia] = x0 * c - x1 * s;
-    v[ib] = x0 * s + x1 * c;
+    rope_rotate(r, v[r.a], v[r.b], v[r.a], v[r.b]);
 }
 
 extern "C" __global__ void silu_mul(const float* g, const float* u, float* out, long long n) {
@@ -360,12 +372,8 @@ extern "C" __global__ void mla_kv_rows(float* kv, const float* w, float eps, int
     const int half = (row - kv_lora) / 2;
     const float pos = (float)positions[t];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float a = pos * inv_freq[i];
-        const float c = cosf(a) * attn_factor, sn = sinf(a) * attn_factor;
-        const int ia = kv_lora + (mode == 0 ? 2 * i : i), ib = kv_lora + (mode == 0 ? 2 * i + 1 : i + half);
-        const float x0 = x[ia], x1 = x[ib];
-        fin[ia] = x0 * c - x1 * sn;
-        fin[ib] = x0 * sn + x1 * c;
+        const RopePair r = rope_pair(i, half, mode, pos, inv_freq, attn_factor);
+        rope_rotate(r, x[kv_lora + r.a], x[kv_lora + r.b], fin[kv_lora + r.a], fin[kv_lora + r.b]);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < row; i += blockDim.x) x[i] = fin[i];
@@ -399,23 +407,18 @@ extern "C" __global__ void indexer_k_rows(const float* raw, const float* w, cons
     __syncthreads();
     const int half = n_rot / 2;
     const float pos = (float)positions[t];
-    float r0 = 0.0f, r1 = 0.0f;
-    int ia = 0, ib = 0;
+    // Every pair read before any is written (the norm's values are shared).
     const bool mine = threadIdx.x < half;
+    RopePair r = {0, 0, 0.0f, 0.0f};
+    float r0 = 0.0f, r1 = 0.0f;
     if (mine) {
-        const int i = threadIdx.x;
-        const float a = pos * inv_freq[i];
-        const float c = cosf(a) * attn_factor, sn = sinf(a) * attn_factor;
-        ia = offset + (mode == 0 ? 2 * i : i);
-        ib = offset + (mode == 0 ? 2 * i + 1 : i + half);
-        const float x0 = krow[ia], x1 = krow[ib];
-        r0 = x0 * c - x1 * sn;
-        r1 = x0 * sn + x1 * c;
+        r = rope_pair(threadIdx.x, half, mode, pos, inv_freq, attn_factor);
+        rope_rotate(r, krow[offset + r.a], krow[offset + r.b], r0, r1);
     }
     __syncthreads();
     if (mine) {
-        krow[ia] = r0;
-        krow[ib] = r1;
+        krow[offset + r.a] = r0;
+        krow[offset + r.b] = r1;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = krow[i];

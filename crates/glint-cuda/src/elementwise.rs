@@ -22,6 +22,22 @@ fn row_threads(dim: usize) -> u32 {
     }
 }
 
+/// kernels/elementwise.cu's `mode` argument of the RoPE kernels.
+fn rope_mode_code(mode: RopeMode) -> i32 {
+    match mode {
+        RopeMode::Interleaved => 0,
+        RopeMode::Neox => 1,
+    }
+}
+
+/// Dynamic shared memory of the fused row kernels: one row of `dim` floats.
+fn row_shared_bytes(op: &'static str, dim: usize) -> Result<u32> {
+    u32::try_from(dim * 4).map_err(|_| CoreError::Param {
+        op,
+        msg: format!("rows of {dim}"),
+    })
+}
+
 pub(crate) fn cache_set_rows(
     be: &CudaBackend,
     src: &CudaBuf,
@@ -163,10 +179,7 @@ pub(crate) fn rope(
         int(op, p.head_dim)?,
         int(op, p.offset)?,
         int(op, p.n_rot)?,
-        match p.mode {
-            RopeMode::Interleaved => 0,
-            RopeMode::Neox => 1,
-        },
+        rope_mode_code(p.mode),
     ];
     let mut b = be.launch(&f);
     b.arg(x.data_mut())
@@ -372,10 +385,7 @@ pub(crate) fn mla_kv_rows(
     }
     let f = be.func(FAM, "mla_kv_rows")?;
     let (lora_i, row_i) = (int(op, kv_lora)?, int(op, row)?);
-    let mode: i32 = match p.mode {
-        RopeMode::Interleaved => 0,
-        RopeMode::Neox => 1,
-    };
+    let mode = rope_mode_code(p.mode);
     let (rows, ty) = (cache.rows as i64, cache.code());
     let mut b = be.launch(&f);
     b.arg(kv.data_mut())
@@ -392,10 +402,7 @@ pub(crate) fn mla_kv_rows(
         .arg(&rows)
         .arg(&ty);
     let mut cfg = grid_rows(n, row_threads(kv_lora));
-    cfg.shared_mem_bytes = u32::try_from(row * 4).map_err(|_| CoreError::Param {
-        op,
-        msg: format!("rows of {row}"),
-    })?;
+    cfg.shared_mem_bytes = row_shared_bytes(op, row)?;
     // SAFETY: reads and writes n rows of kv (checked), kv_lora norm weights, n_rot / 2
     // frequencies, n positions and slots; a slot past the cache's rows is skipped in the kernel;
     // shared memory holds one row.
@@ -484,10 +491,7 @@ pub(crate) fn indexer_k_rows(
     }
     let f = be.func(FAM, "indexer_k_rows")?;
     let (dim_i, off_i, rot_i) = (int(op, dim)?, int(op, p.offset)?, int(op, p.n_rot)?);
-    let mode: i32 = match p.mode {
-        RopeMode::Interleaved => 0,
-        RopeMode::Neox => 1,
-    };
+    let mode = rope_mode_code(p.mode);
     let (rows, ty) = (cache.rows as i64, cache.code());
     let mut l = be.launch(&f);
     l.arg(raw.data())
@@ -507,10 +511,7 @@ pub(crate) fn indexer_k_rows(
         .arg(&ty)
         .arg(out.data_mut());
     let mut cfg = grid_rows(n, threads);
-    cfg.shared_mem_bytes = u32::try_from(dim * 4).map_err(|_| CoreError::Param {
-        op,
-        msg: format!("rows of {dim}"),
-    })?;
+    cfg.shared_mem_bytes = row_shared_bytes(op, dim)?;
     // SAFETY: n rows of raw and out (checked), dim weights and biases, n_rot / 2 frequencies,
     // n positions and slots; a slot past the cache's rows is skipped; shared memory holds a row.
     unsafe { l.launch(cfg) }.map_err(dev(op))?;
