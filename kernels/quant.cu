@@ -428,6 +428,19 @@ __device__ __forceinline__ void scale_min_k4_pair(int p, u32 s0, u32 s1, u32 s2,
     }
 }
 
+// The same four 6-bit values as scale_min_k4_pair, packed as bytes [sc0, sc1, m0, m1] by two
+// byte permutes: bytes b, b + 1 (b = 2(p & 1)) of s0 and s1 hold the whole values (p < 2) or
+// their top two bits (p ≥ 2, the low four in s2's bytes b, b + 1: sc's low, m's high nibble).
+// About a third of scale_min_k4_pair's instructions; p is a lane constant, so the selectors and
+// masks leave the loop.
+__device__ __forceinline__ u32 scale_min_k4_quad(int p, u32 s0, u32 s1, u32 s2) {
+    const u32 b = 2 * (p & 1);
+    const u32 h = __byte_perm(s0, s1, b | (b + 1) << 4 | (b + 4) << 8 | (b + 5) << 12);
+    if (p < 2) return h & 0x3f3f3f3fu;
+    const u32 l = __byte_perm(s2, 0, b | (b + 1) << 4 | b << 8 | (b + 1) << 12);
+    return (l & 0x00000f0fu) | ((l >> 4) & 0x0f0f0000u) | ((h >> 2) & 0x30303030u);
+}
+
 // Q3_K scale j (0..16), bias 32 removed.
 __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
     int low = j < 8 ? (p[j] & 0x0f) : (p[j - 8] >> 4);
@@ -621,10 +634,9 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
             slo = __dp4a((int)(qq[j] & 0x0f0f0f0fu), y.lo[j], slo);
             shi = __dp4a((int)((qq[j] >> 4) & 0x0f0f0f0fu), y.hi[j], shi);
         }
-        int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * p, hd.y, hd.z, hd.w, sc0, m0);
-        scale_min_k4_regs(2 * p + 1, hd.y, hd.z, hd.w, sc1, m1);
-        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
+        const u32 sm = scale_min_k4_quad(p, hd.y, hd.z, hd.w);
+        return make_int2((int)(sm & 0xff) * slo + (int)((sm >> 8) & 0xff) * shi,
+                         (int)((sm >> 16) & 0xff) * y.bs_lo + (int)(sm >> 24) * y.bs_hi);
     }
     static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) {
         const u32 h = *(const u32*)x;
@@ -676,9 +688,9 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
             slo = __dp4a((int)lo[j], y.lo[j], slo);
             shi = __dp4a((int)hi[j], y.hi[j], shi);
         }
-        int sc0, m0, sc1, m1;
-        scale_min_k4_pair(p, s0, s1, s2, sc0, m0, sc1, m1);
-        return make_int2(sc0 * slo + sc1 * shi, m0 * y.bs_lo + m1 * y.bs_hi);
+        const u32 sm = scale_min_k4_quad(p, s0, s1, s2);
+        return make_int2((int)(sm & 0xff) * slo + (int)((sm >> 8) & 0xff) * shi,
+                         (int)((sm >> 16) & 0xff) * y.bs_lo + (int)(sm >> 24) * y.bs_hi);
     }
     // d and dmin lead the block as in Q4_K.
     static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return W_q4_k::fin(x, y, s); }
@@ -1176,21 +1188,74 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
 };
 
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
-// (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which lane 0 adds in step order.
+// (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which are added in step order.
 // BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3/IQ1 grids): a step is one block; its NSUB = 8 lanes
 // add their units' integer parts (exact) and W::fin scales the block once. BLOCKSUM 2 (the
 // Unit32 types): a step is 8 consecutive 32-element units, a lane each, their values added
-// pairwise by an 8-lane butterfly (units past the row's end count 0). Warp `part` of a row group takes a contiguous run of
-// passes, so a row's sum is: per part, its steps left to right from 0; then group_sum adds the
-// parts in order.
+// pairwise by an 8-lane butterfly (units past the row's end count 0). Warp `part` of a row group
+// takes a contiguous run of passes, so a row's sum is: per part, its steps left to right from 0;
+// then group_sum adds the parts in order.
+// The MV_RPW = 4 rows' sums over a step's 8 lanes are one reduce-scatter (step_sums), not a
+// butterfly a row: 7-8 shuffles a pass instead of 24-36, one W::fin a lane instead of four, and
+// the rows' step values gathered by 3 shuffles for all rows at once. Lane l ends with row
+// row_of_lane(l & 7)'s sums; the same trees, so the same bits.
+static_assert(MV_RPW == 4, "step_sums scatters 4 rows over 8 lanes");
+template <class W>
+__device__ __forceinline__ int row_of_lane(int l8) {
+    return W::BLOCKSUM == 1 ? l8 >> 1 : l8 & 3;
+}
+// BLOCKSUM 1: the 8 lanes' integer parts s[r] of the 4 rows summed (exact, any order) and
+// scattered: lane l8 = 2r + c holds row r's (Σx, Σy), c only picking which half it reduced.
+__device__ __forceinline__ int2 step_sums_int(const int2 (&s)[4], int l8) {
+    const int v[8] = {s[0].x, s[0].y, s[1].x, s[1].y, s[2].x, s[2].y, s[3].x, s[3].y};
+    const bool b2 = l8 & 4, b1 = l8 & 2, b0 = l8 & 1;
+    int w4[4], w2[2];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        w4[k] = (b2 ? v[4 + k] : v[k]) + __shfl_xor_sync(0xffffffffu, b2 ? v[k] : v[4 + k], 4);
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+        w2[k] = (b1 ? w4[2 + k] : w4[k]) + __shfl_xor_sync(0xffffffffu, b1 ? w4[k] : w4[2 + k], 2);
+    const int w1 = (b0 ? w2[1] : w2[0]) + __shfl_xor_sync(0xffffffffu, b0 ? w2[0] : w2[1], 1);
+    const int other = __shfl_xor_sync(0xffffffffu, w1, 1);
+    return b0 ? make_int2(other, w1) : make_int2(w1, other);
+}
+// The same for a type without a min term (only Σx): 4 values, then a butterfly of the last level.
+__device__ __forceinline__ int2 step_sums_int_x(const int2 (&s)[4], int l8) {
+    const bool b2 = l8 & 4, b1 = l8 & 2;
+    int w2[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+        w2[k] = (b2 ? s[2 + k].x : s[k].x) + __shfl_xor_sync(0xffffffffu, b2 ? s[k].x : s[2 + k].x, 4);
+    const int w1 = (b1 ? w2[1] : w2[0]) + __shfl_xor_sync(0xffffffffu, b1 ? w2[0] : w2[1], 2);
+    return make_int2(w1 + __shfl_xor_sync(0xffffffffu, w1, 1), 0);
+}
+// BLOCKSUM 2: the butterfly's tree over 8 lanes (pairs, then pairs of pairs, then halves), the
+// 4 rows scattered by the first two levels: lane l8 holds row (l8 & 3)'s sum.
+__device__ __forceinline__ float step_sums_float(const float (&v)[4], int l8) {
+    const bool b0 = l8 & 1, b1 = l8 & 2;
+    float w2[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+        w2[k] = __fadd_rn(b0 ? v[2 * k + 1] : v[2 * k],
+                          __shfl_xor_sync(0xffffffffu, b0 ? v[2 * k] : v[2 * k + 1], 1));
+    const float w1 = __fadd_rn(b1 ? w2[1] : w2[0], __shfl_xor_sync(0xffffffffu, b1 ? w2[0] : w2[1], 2));
+    return __fadd_rn(w1, __shfl_xor_sync(0xffffffffu, w1, 4));
+}
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                                int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
     constexpr int BPP = 32 / W::NSUB;  // blocks a pass
     constexpr int BPS = BPP / 4;       // blocks a step
+    static_assert(BPS * W::NSUB == 8, "a step is 8 lanes");
     const int nblocks = cols / W::QK, passes = (nblocks + BPP - 1) / BPP;
     const int k0 = part * passes / ks, k1 = nt == 0 ? k0 : (part + 1) * passes / ks;
-    const int lane = threadIdx.x & 31, sub = lane % W::NSUB;
+    const int lane = threadIdx.x & 31, sub = lane % W::NSUB, l8 = lane & 7;
+    // This lane's row after the scatter (rows past nr repeat row nr − 1, as wr[] does).
+    const int my_row = min(row_of_lane<W>(l8), nr - 1);
+    float mine[MAXT];
+#pragma unroll
+    for (int t = 0; t < MAXT; ++t) mine[t] = 0.0f;
 #ifdef MV_UNROLL
     MV_UNROLL_BY(MV_UNROLL)
 #endif
@@ -1202,32 +1267,35 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             const typename W::A a = W::act(arow(t), ib, sub);
+            float v;
+            if constexpr (W::BLOCKSUM == 1) {
+                int2 s[MV_RPW];
 #pragma unroll
-            for (int r = 0; r < MV_RPW; ++r) {
-                float v;
-                if constexpr (W::BLOCKSUM == 1) {
-                    int2 s = W::ints(wr[r], a, sub);
+                for (int r = 0; r < MV_RPW; ++r) s[r] = W::ints(wr[r], a, sub);
+                v = W::fin(wrow + my_row * row_bytes + (long long)ib * W::TS, a,
+                           W::HAS_MIN ? step_sums_int(s, l8) : step_sums_int_x(s, l8));
+            } else {
+                float d[MV_RPW];
 #pragma unroll
-                    for (int o = 1; o < W::NSUB; o <<= 1) {
-                        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
-                        if (W::HAS_MIN) s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
-                    }
-                    v = W::fin(wr[r], a, s);
-                } else {
-                    v = ibu < nblocks ? W::dot(wr[r], a, sub) : 0.0f;
+                for (int r = 0; r < MV_RPW; ++r) d[r] = ibu < nblocks ? W::dot(wr[r], a, sub) : 0.0f;
+                v = step_sums_float(d, l8);
+            }
+            // Lanes 0..7 keep the sums read at the end: their own step first, then steps 1..3
+            // (the same row's value, 8 lanes on each).
+            mine[t] = __fadd_rn(mine[t], v);
 #pragma unroll
-                    for (int o = 1; o < BPS * W::NSUB; o <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-                }
-                // Lane 0's sum is the one kept (store_rows, group_sum): its own step first.
-                acc[r][t] = __fadd_rn(acc[r][t], v);
-#pragma unroll
-                for (int j = 1; j < 4; ++j) {
-                    const float vj = __shfl_sync(0xffffffffu, v, j * 8);
-                    if ((k * 4 + j) * BPS < nblocks) acc[r][t] = __fadd_rn(acc[r][t], vj);
-                }
+            for (int j = 1; j < 4; ++j) {
+                const float vj = __shfl_sync(0xffffffffu, v, l8 + 8 * j);
+                if ((k * 4 + j) * BPS < nblocks) mine[t] = __fadd_rn(mine[t], vj);
             }
         }
     }
+    // Row r's sums to lane 0 (store_rows, group_sum read lane 0): the first lane holding it.
+#pragma unroll
+    for (int r = 0; r < MV_RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < MAXT; ++t)
+            acc[r][t] = __shfl_sync(0xffffffffu, mine[t], W::BLOCKSUM == 1 ? 2 * r : r);
 }
 
 template <class W, int MAXT, class R>

@@ -122,6 +122,17 @@ static void bench_quant(double bw) {
             // KB_TYPES=q4_K,q6_K: only these types.
             if (const char* only = getenv("KB_TYPES"))
                 if (!strstr(only, t.name)) continue;
+            // KB_SHAPES=ffn_gate,exp: only shapes whose name contains one of these words.
+            if (const char* only = getenv("KB_SHAPES")) {
+                bool any = false;
+                for (const char* c = only; *c;) {
+                    const char* e = strchr(c, ',');
+                    std::string word(c, e ? e - c : strlen(c));
+                    any |= !word.empty() && strstr(s.what, word.c_str()) != nullptr;
+                    c = e ? e + 1 : c + strlen(c);
+                }
+                if (!any) continue;
+            }
             if ((t.qk == 1) != router) continue;  // f32 only for the router, the router only in f32
             if (s.cols % t.qk) continue;
             long long row_bytes = (long long)s.cols / t.qk * t.ts;
