@@ -23,9 +23,14 @@
 #define MLA_QLD 12
 
 
-// Three blocks of 16 heads × 576 fit a Hopper SM's shared memory; the bound keeps registers
-// from lowering that.
-extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
+// Blocks an SM must hold at once. Three of 16 heads × 576 fit a Hopper SM's shared memory,
+// but three leave 80 registers a thread, and ptxas then spilled (204 bytes stored, 1080 bytes
+// loaded, inside the tile loop); two give it 128 and no spill. -DMLA_MIN_BLOCKS=3 (the kernel
+// bench) times the other choice.
+#ifndef MLA_MIN_BLOCKS
+#define MLA_MIN_BLOCKS 2
+#endif
+extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
     mla_attention(const float* q, const u8* kdata, long long krows, int kty, const u32* positions,
                   const u32* tables, long long n_table, const u32* token_seq, int max_blocks,
                   int block_size, const u32* sel, int has_sel, int n_sel, int n_heads, int dk, int dv,
@@ -126,15 +131,21 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, 3)
                 const float* kr = ks + kk * st;
                 float dot = 0.0f;
                 if (vec4) {
+                    // Four running sums (one per float4 lane) and four float4 pairs in flight:
+                    // a chain of dk/4 dependent FMAs, not dk, with the shared loads pipelined
+                    // (the conformance tolerance allows any summation order).
                     const float4* q4 = (const float4*)qr;
                     const float4* k4 = (const float4*)kr;
+                    float dx = 0.0f, dy = 0.0f, dz = 0.0f, dw = 0.0f;
+#pragma unroll 4
                     for (int i = 0; i < (dk >> 2); i++) {
-                        float4 a = q4[i], b = k4[i];
-                        dot = fmaf(a.x, b.x, dot);
-                        dot = fmaf(a.y, b.y, dot);
-                        dot = fmaf(a.z, b.z, dot);
-                        dot = fmaf(a.w, b.w, dot);
+                        const float4 a = q4[i], b = k4[i];
+                        dx = fmaf(a.x, b.x, dx);
+                        dy = fmaf(a.y, b.y, dy);
+                        dz = fmaf(a.z, b.z, dz);
+                        dw = fmaf(a.w, b.w, dw);
                     }
+                    dot = (dx + dy) + (dz + dw);
                 } else {
                     for (int i = 0; i < dk; i++) dot = fmaf(qr[i], kr[i], dot);
                 }
