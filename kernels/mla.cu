@@ -23,6 +23,66 @@
 #define MLA_QLD 12
 
 
+// The scores of a tile for a block of MLA_THREADS threads, 16 heads × MLA_KT keys a pass over
+// the heads: thread (c, part) (c = tid / 16) computes the partial dots of heads 4·(c / 4) .. +3
+// with keys 4·(c % 4) .. +3 over the float4 columns part, part + 16, ... of dk, and a
+// reduce-scatter over the 16 parts leaves lane `part` holding (head 4·(c / 4) + part / 4,
+// key 4·(c % 4) + part % 4). Each shared float4 read serves four dots, a quarter of the
+// shared-memory traffic of a thread per dot (the loop that bounded the kernel at 2048 keys),
+// and 16 independent sums a thread. Rows of heads past hg read the last head's (discarded).
+__device__ __forceinline__ void mla_scores_4x4(const float* qs, const float* ks, const long long* rows, float* ps,
+                                               int hg, int nt, int dk, int st, float scale) {
+    static_assert(MLA_KT == 16 && MLA_THREADS == 256, "a thread per (4 heads, 4 keys, part)");
+    const int tid = threadIdx.x, part = tid & 15, c = tid >> 4, hb = c >> 2, kb = c & 3;
+    const int d4 = dk >> 2;
+    for (int h0 = 0; h0 < hg; h0 += 16) {
+        const float4* qr[4];
+        const float4* kr[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            qr[u] = (const float4*)(qs + min(h0 + 4 * hb + u, hg - 1) * st);
+            kr[u] = (const float4*)(ks + (4 * kb + u) * st);
+        }
+        float a[16];
+#pragma unroll
+        for (int u = 0; u < 16; u++) a[u] = 0.0f;
+        for (int i = part; i < d4; i += 16) {
+            float4 qv[4], kv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                qv[u] = qr[u][i];
+                kv[u] = kr[u][i];
+            }
+#pragma unroll
+            for (int hh = 0; hh < 4; hh++)
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    float& d = a[4 * hh + kk];
+                    d = fmaf(qv[hh].x, kv[kk].x, d);
+                    d = fmaf(qv[hh].y, kv[kk].y, d);
+                    d = fmaf(qv[hh].z, kv[kk].z, d);
+                    d = fmaf(qv[hh].w, kv[kk].w, d);
+                }
+        }
+        // Reduce-scatter over the 16 parts: after the step of lane bit b, a lane keeps the
+        // entries whose index bit b equals its own, so lane `part` ends with entry `part`.
+        float w8[8], w4[4], w2[2];
+        const bool b3 = part & 8, b2 = part & 4, b1 = part & 2, b0 = part & 1;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            w8[u] = (b3 ? a[8 + u] : a[u]) + __shfl_xor_sync(0xffffffffu, b3 ? a[u] : a[8 + u], 8);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            w4[u] = (b2 ? w8[4 + u] : w8[u]) + __shfl_xor_sync(0xffffffffu, b2 ? w8[u] : w8[4 + u], 4);
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            w2[u] = (b1 ? w4[2 + u] : w4[u]) + __shfl_xor_sync(0xffffffffu, b1 ? w4[u] : w4[2 + u], 2);
+        const float dot = (b0 ? w2[1] : w2[0]) + __shfl_xor_sync(0xffffffffu, b0 ? w2[0] : w2[1], 1);
+        const int g = h0 + 4 * hb + (part >> 2), kk = 4 * kb + (part & 3);
+        if (g < hg) ps[g * MLA_KT + kk] = kk < nt && rows[kk] >= 0 ? dot * scale : NEG_INF;
+    }
+}
+
 // Blocks an SM must hold at once. Three of 16 heads × 576 fit a Hopper SM's shared memory,
 // but three leave 80 registers a thread, and ptxas then spilled (204 bytes stored, 1080 bytes
 // loaded, inside the tile loop); two give it 128 and no spill. -DMLA_MIN_BLOCKS=3 (the kernel
@@ -123,35 +183,21 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
         __syncthreads();
         paged_load_tile(c, rows, nt, dk, st, ks);
         __syncthreads();
-        for (int p = tid; p < hg * MLA_KT; p += bd) {
-            int g = p / MLA_KT, kk = p % MLA_KT;
-            float sc = NEG_INF;
-            if (kk < nt && rows[kk] >= 0) {
-                const float* qr = qs + g * st;
-                const float* kr = ks + kk * st;
-                float dot = 0.0f;
-                if (vec4) {
-                    // Four running sums (one per float4 lane) and four float4 pairs in flight:
-                    // a chain of dk/4 dependent FMAs, not dk, with the shared loads pipelined
-                    // (the conformance tolerance allows any summation order).
-                    const float4* q4 = (const float4*)qr;
-                    const float4* k4 = (const float4*)kr;
-                    float dx = 0.0f, dy = 0.0f, dz = 0.0f, dw = 0.0f;
-#pragma unroll 4
-                    for (int i = 0; i < (dk >> 2); i++) {
-                        const float4 a = q4[i], b = k4[i];
-                        dx = fmaf(a.x, b.x, dx);
-                        dy = fmaf(a.y, b.y, dy);
-                        dz = fmaf(a.z, b.z, dz);
-                        dw = fmaf(a.w, b.w, dw);
-                    }
-                    dot = (dx + dy) + (dz + dw);
-                } else {
+        if (vec4) {
+            mla_scores_4x4(qs, ks, rows, ps, hg, nt, dk, st, scale);
+        } else {
+            for (int p = tid; p < hg * MLA_KT; p += bd) {
+                const int g = p / MLA_KT, kk = p % MLA_KT;
+                float sc = NEG_INF;
+                if (kk < nt && rows[kk] >= 0) {
+                    const float* qr = qs + g * st;
+                    const float* kr = ks + kk * st;
+                    float dot = 0.0f;
                     for (int i = 0; i < dk; i++) dot = fmaf(qr[i], kr[i], dot);
+                    sc = dot * scale;
                 }
-                sc = dot * scale;
+                ps[g * MLA_KT + kk] = sc;
             }
-            ps[g * MLA_KT + kk] = sc;
         }
         __syncthreads();
         for (int g = warp; g < hg; g += nw) {
@@ -217,13 +263,19 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
     }
 
     if (splits == 1) {
+        // One division a head (c_sh is free now), not one an output, and (head, dim) by
+        // stepping: the divisions were half of a short context's instructions.
+        for (int g = tid; g < hg; g += bd) c_sh[g] = l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f;
+        __syncthreads();
+        int g = tid / dv, j = tid % dv;
 #pragma unroll
         for (int r = 0; r < MLA_ACC; r++) {
             int idx = tid + r * MLA_THREADS;
-            if (idx < n_out) {
-                int g = idx / dv, j = idx % dv;
-                float l = l_sh[g];
-                out[((long long)tok * n_heads + h0 + g) * dv + j] = l > 0.0f ? acc[r] / l : 0.0f;
+            if (idx < n_out) out[((long long)tok * n_heads + h0 + g) * dv + j] = acc[r] * c_sh[g];
+            j += MLA_THREADS;
+            while (j >= dv) {
+                j -= dv;
+                g++;
             }
         }
     } else {

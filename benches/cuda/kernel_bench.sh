@@ -32,7 +32,7 @@ for what in "${@:-quant mla}"; do
     case "$w" in
       quant | mla) build "$w" "src/$w.cu" "/tmp/kb_$w" && "/tmp/kb_$w" ;;
       mla-ablate)
-        sed 's/for (int i = 0; i < (dk >> 2); i++) {/for (int i = 0; i < 0; i++) {/' src/mla.cu > src/mla_noscore.cu
+        sed 's/for (int i = part; i < d4; i += 16) {/for (int i = part; i < 0; i += 16) {/' src/mla.cu > src/mla_noscore.cu
         sed 's/for (int kk = 0; kk < nt; kk++) a = fmaf(pg\[kk\], ks\[kk \* st + j\], a);//' src/mla.cu > src/mla_nopv.cu
         for v in noscore nopv; do
           echo "-- mla without its ${v#no}"
