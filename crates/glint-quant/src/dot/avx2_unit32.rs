@@ -25,6 +25,17 @@ pub(super) trait Unit32 {
     const AS: usize;
     unsafe fn quants(x: *const u8) -> __m256i;
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32;
+    /// `term` of blocks 0..4 at `x` and `y` (TS and AS bytes apart) from their dots `s`, as one
+    /// vector: lane k is `term(x + k·TS, y + k·AS, s[k])` bit for bit (the same products, in the
+    /// same order, rounded one at a time).
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128;
+}
+
+/// The f16 at `p`, `p + stride`, `p + 2·stride`, `p + 3·stride` as four floats.
+#[inline(always)]
+unsafe fn f16x4(p: *const u8, stride: usize) -> __m128 {
+    let h = |k: usize| (p.add(k * stride) as *const i16).read_unaligned();
+    _mm_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), 0, 0, 0, 0))
 }
 
 /// The 32 nibbles of `qs[16]`: elements 0..16 the low nibbles, 16..32 the high ones.
@@ -90,6 +101,10 @@ impl Unit32 for Q41 {
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32 {
         (f16_at(x) * f16_at(y)) * s as f32 + f16_at(x.add(2)) * f16_at(y.add(2))
     }
+    #[inline(always)]
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+        min_terms4::<Self>(x, y, s)
+    }
 }
 
 pub(super) struct Q50;
@@ -105,6 +120,10 @@ impl Unit32 for Q50 {
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32 {
         (f16_at(x) * f16_at(y)) * s as f32
     }
+    #[inline(always)]
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+        _mm_mul_ps(_mm_mul_ps(f16x4(x, Self::TS), f16x4(y, Self::AS)), s)
+    }
 }
 
 pub(super) struct Q51;
@@ -119,6 +138,19 @@ impl Unit32 for Q51 {
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32 {
         (f16_at(x) * f16_at(y)) * s as f32 + f16_at(x.add(2)) * f16_at(y.add(2))
     }
+    #[inline(always)]
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+        min_terms4::<Self>(x, y, s)
+    }
+}
+
+/// Q4_1's and Q5_1's `terms4`: `(d·d_a)·s + m·s_a` a lane (d, m leading the weight block; d_a,
+/// s_a the Q8_1 block's).
+#[inline(always)]
+unsafe fn min_terms4<T: Unit32>(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+    let d = _mm_mul_ps(f16x4(x, T::TS), f16x4(y, T::AS));
+    let m = _mm_mul_ps(f16x4(x.add(2), T::TS), f16x4(y.add(2), T::AS));
+    _mm_add_ps(_mm_mul_ps(d, s), m)
 }
 
 pub(super) struct Iq4Nl;
@@ -132,6 +164,10 @@ impl Unit32 for Iq4Nl {
     #[inline(always)]
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32 {
         (f16_at(y) * f16_at(x)) * s as f32
+    }
+    #[inline(always)]
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+        _mm_mul_ps(_mm_mul_ps(f16x4(y, Self::AS), f16x4(x, Self::TS)), s)
     }
 }
 
@@ -159,34 +195,63 @@ impl Unit32 for Mxfp4 {
     unsafe fn term(x: *const u8, y: *const u8, s: i32) -> f32 {
         (f16_at(y) * E8M0_HALF[*x as usize]) * s as f32
     }
+    #[inline(always)]
+    unsafe fn terms4(x: *const u8, y: *const u8, s: __m128) -> __m128 {
+        let e = |k: usize| E8M0_HALF[*x.add(k * Self::TS) as usize];
+        let dx = _mm_setr_ps(e(0), e(1), e(2), e(3));
+        _mm_mul_ps(_mm_mul_ps(f16x4(y, Self::AS), dx), s)
+    }
 }
 
+/// `R` rows (`rb` bytes apart) against one activation row; each row's result is what the
+/// one-row kernel gives it, bit for bit (the same integer dots, the same float terms added in
+/// block order). The rows share each activation block and its magnitude, and their float
+/// chains (one add a block, which bounds a single row) run side by side.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn unit32_impl<T: Unit32>(nb: usize, x: *const u8, y: *const u8) -> f32 {
+pub(super) unsafe fn unit32_rows_impl<T: Unit32, const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
     let ones = _mm256_set1_epi16(1);
-    let dot = |i: usize| {
-        let q = T::quants(x.add(i * T::TS));
-        let a = load256(y.add(i * T::AS + T::AS - 32));
-        let p = _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(q, a));
-        _mm256_madd_epi16(p, ones)
+    let dot = |xr: *const u8, i: usize, a: __m256i, aa: __m256i| {
+        let q = T::quants(xr.add(i * T::TS));
+        _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(q, a)), ones)
     };
-    let mut sumf = 0.0f32;
+    let act = |i: usize| load256(y.add(i * T::AS + T::AS - 32));
+    let mut sumf = [0.0f32; R];
     let mut i = 0;
     while i + 4 <= nb {
-        prefetch_ahead_avx2(x.add(i * T::TS), 4 * T::TS);
-        let (v0, v1, v2, v3) = (dot(i), dot(i + 1), dot(i + 2), dot(i + 3));
-        // Lane k of 128-bit half h: block k's sum over its lanes 4h..4h+4.
-        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-        let s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-        let mut s = [0i32; 4];
-        _mm_storeu_si128(s.as_mut_ptr() as *mut __m128i, s4);
-        for (k, &sk) in s.iter().enumerate() {
-            sumf += T::term(x.add((i + k) * T::TS), y.add((i + k) * T::AS), sk);
+        let a: [__m256i; 4] = std::array::from_fn(|k| act(i + k));
+        let aa = a.map(|v| _mm256_abs_epi8(v));
+        for (r, sr) in sumf.iter_mut().enumerate() {
+            let xr = x.add(r * rb);
+            prefetch_ahead_avx2(xr.add(i * T::TS), 4 * T::TS);
+            let v: [__m256i; 4] = std::array::from_fn(|k| dot(xr, i + k, a[k], aa[k]));
+            // Lane k of 128-bit half h: block k's sum over its lanes 4h..4h+4.
+            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            let s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+            let t = T::terms4(xr.add(i * T::TS), y.add(i * T::AS), _mm_cvtepi32_ps(s4));
+            // Added in block order, as the reference does.
+            *sr += _mm_cvtss_f32(t);
+            *sr += _mm_cvtss_f32(_mm_movehdup_ps(t));
+            *sr += _mm_cvtss_f32(_mm_movehl_ps(t, t));
+            *sr += _mm_cvtss_f32(_mm_shuffle_ps::<3>(t, t));
         }
         i += 4;
     }
     for i in i..nb {
-        sumf += T::term(x.add(i * T::TS), y.add(i * T::AS), hsum_epi32(dot(i)));
+        let a = act(i);
+        let aa = _mm256_abs_epi8(a);
+        for (r, sr) in sumf.iter_mut().enumerate() {
+            let xr = x.add(r * rb);
+            *sr += T::term(
+                xr.add(i * T::TS),
+                y.add(i * T::AS),
+                hsum_epi32(dot(xr, i, a, aa)),
+            );
+        }
     }
     sumf
 }
