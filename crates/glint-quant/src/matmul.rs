@@ -256,6 +256,23 @@ pub(crate) unsafe fn dot_tile(
             return;
         }
     }
+    // One token (an expert's single pair in a decode step): the family's multi-row kernel,
+    // as the dense matvec uses, bit for bit the single-row kernel on every row.
+    if n_slots == 1 {
+        if let Some(rk) = dot::rows_kernel(w.ty) {
+            let (a, o) = slot(0);
+            // SAFETY: the caller gives this task rows r0..r1 of output row `o` alone, and out
+            // holds o * out_stride + r1 elements (the caller's check).
+            let ys = std::slice::from_raw_parts_mut(out.0.add(o * out_stride + r0), r1 - r0);
+            rk(
+                w.cols,
+                &w.data[w_base + r0 * rb..w_base + r1 * rb],
+                act_row(a),
+                ys,
+            );
+            return;
+        }
+    }
     let cols_k = dot::cols_kernel(w.ty);
     // Row tiles outermost: each weight row is read from memory once per call and then served
     // from L1/L2 for every activation tile; the activations (a few KB per row) stay in L2.

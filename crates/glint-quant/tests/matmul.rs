@@ -113,7 +113,12 @@ fn matmul_matches_f64_reference() {
 #[test]
 fn mul_mat_id_matches_per_expert_matmul() {
     let (rows, cols, n_expert, n_used) = (24, 512, 6, 3);
-    for &ty in &[GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ2_XXS] {
+    for &ty in &[
+        GgmlType::Q4_K,
+        GgmlType::Q8_0,
+        GgmlType::IQ2_XXS,
+        GgmlType::MXFP4,
+    ] {
         let mut rng = Rng::new(ty as u64 + 99);
         let w = random_weights(ty, n_expert * rows * cols, &mut rng);
         let sw = QWeight::stacked(ty, cols, rows, n_expert, &w).unwrap();
