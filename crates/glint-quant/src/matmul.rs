@@ -345,30 +345,6 @@ pub fn matmul(
             return Ok(());
         }
     }
-    if batch == 1 {
-        let a = &act[..stride];
-        let rb = w.row_bytes();
-        let rows_k = dot::rows_kernel(w.ty);
-        let run = |r0: usize, ys: &mut [f32]| {
-            if let Some(rk) = rows_k {
-                rk(w.cols, &w.data[r0 * rb..(r0 + ys.len()) * rb], a, ys);
-                return;
-            }
-            for (i, yv) in ys.iter_mut().enumerate() {
-                let r = r0 + i;
-                *yv = k(w.cols, &w.data[r * rb..(r + 1) * rb], a);
-            }
-        };
-        if threads == 1 {
-            run(0, y);
-        } else {
-            let chunk = chunk_rows(rows, threads);
-            y.par_chunks_mut(chunk)
-                .enumerate()
-                .for_each(|(c, ys)| run(c * chunk, ys));
-        }
-        return Ok(());
-    }
     let out = OutPtr(y.as_mut_ptr());
     let chunk = chunk_rows(rows, threads);
     let n_chunks = rows.div_ceil(chunk);
