@@ -217,8 +217,14 @@ fn rows_kernels_equal_single_row_bits() {
             };
             let single = dot::kernel_for(ty, isa).unwrap();
             let partner = dot::partner_type(ty).unwrap();
-            for (rows, blocks) in [(1usize, 1usize), (2, 3), (3, 2), (4, 1), (5, 4), (9, 2)] {
-                let n = 256 * blocks;
+            let cases = [(1usize, 1usize), (2, 3), (3, 2), (4, 1), (5, 4), (9, 2)];
+            // 32-element types also with block counts that leave a remainder of a four-block pass.
+            let odd = (ty.block_size() == 32).then_some([(4usize, 7usize), (8, 13), (5, 2)]);
+            let shapes = cases
+                .map(|(r, b)| (r, 256 * b))
+                .into_iter()
+                .chain(odd.into_iter().flatten().map(|(r, b)| (r, 32 * b)));
+            for (rows, n) in shapes {
                 let mut rng = Rng::new((ty as u64) << 8 | rows as u64);
                 let w = random_weights(ty, rows * n, &mut rng);
                 let x = random_activations(n, &mut rng);

@@ -203,6 +203,15 @@ impl Unit32 for Mxfp4 {
     }
 }
 
+/// The exact integer dot of one weight block and its activation block.
+#[inline(always)]
+pub(super) unsafe fn block_dot<T: Unit32>(xb: *const u8, yb: *const u8) -> i32 {
+    let a = load256(yb.add(T::AS - 32));
+    let q = T::quants(xb);
+    let p = _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(q, a));
+    hsum_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+}
+
 /// `R` rows (`rb` bytes apart) against one activation row; each row's result is what the
 /// one-row kernel gives it, bit for bit (the same integer dots, the same float terms added in
 /// block order). The rows share each activation block and its magnitude, and their float
@@ -242,15 +251,9 @@ pub(super) unsafe fn unit32_rows_impl<T: Unit32, const R: usize>(
         i += 4;
     }
     for i in i..nb {
-        let a = act(i);
-        let aa = _mm256_abs_epi8(a);
         for (r, sr) in sumf.iter_mut().enumerate() {
-            let xr = x.add(r * rb);
-            *sr += T::term(
-                xr.add(i * T::TS),
-                y.add(i * T::AS),
-                hsum_epi32(dot(xr, i, a, aa)),
-            );
+            let (xb, yb) = (x.add(r * rb + i * T::TS), y.add(i * T::AS));
+            *sr += T::term(xb, yb, block_dot::<T>(xb, yb));
         }
     }
     sumf

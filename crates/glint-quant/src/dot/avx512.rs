@@ -13,7 +13,7 @@ use super::avx2::{blocks, cols_entry};
 use super::avx512_iq::{iq2_xxs_impl, iq3_xxs_impl};
 use super::avx512_iq1::iq1_s_impl;
 use super::x86_util::*;
-use super::{VecDotColsFn, VecDotFn, COLS};
+use super::{VecDotColsFn, VecDotFn, VecDotRowsFn, COLS};
 use crate::grids::KVALUES_IQ4NL;
 
 /// The AVX-512 kernel for `ty`, if there is one.
@@ -30,6 +30,24 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         IQ2_XXS if super::avx512_iq::available() => iq2_xxs,
         IQ3_XXS if super::avx512_iq::available() => iq3_xxs,
         IQ1_S => iq1_s,
+        _ => return None,
+    })
+}
+
+/// The AVX-512 multi-row kernel for `ty`, if there is one; only for types whose single-row
+/// kernel this family takes from AVX2, and exact, so both give the reference's bits.
+pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
+    use super::avx512_unit32::*;
+    use GgmlType::*;
+    if !available() {
+        return None;
+    }
+    Some(match ty {
+        Q4_1 => q4_1_rows4,
+        Q5_0 => q5_0_rows4,
+        Q5_1 => q5_1_rows4,
+        IQ4_NL => iq4_nl_rows4,
+        MXFP4 => mxfp4_rows4,
         _ => return None,
     })
 }

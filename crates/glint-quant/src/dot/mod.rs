@@ -34,6 +34,8 @@ mod avx512_gemm_signed;
 mod avx512_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512_iq1;
+#[cfg(target_arch = "x86_64")]
+mod avx512_unit32;
 mod f32_order;
 #[cfg(target_arch = "x86_64")]
 mod gemm_tile;
@@ -314,8 +316,11 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
         match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::rows_kernel(ty),
-            // Only where AVX-512 falls back to the AVX2 single-row kernel, so both agree.
-            Isa::Avx512 if avx512::kernel(ty).is_none() => avx2::rows_kernel(ty),
+            // Where AVX-512 falls back to the AVX2 single-row kernel: its own four-row kernel
+            // where there is one (exact, as the AVX2 kernels are), else AVX2's.
+            Isa::Avx512 if avx512::kernel(ty).is_none() => {
+                avx512::rows_kernel(ty).or_else(|| avx2::rows_kernel(ty))
+            }
             Isa::Avx512 => None,
         }
     }
