@@ -285,26 +285,6 @@ unsafe fn min_terms<T: Unit32Zmm>(sc: &Pairs, yb: *const u8, s: __m512) -> __m51
     _mm512_add_ps(_mm512_mul_ps(d, s), m)
 }
 
-/// Prefetches into L2 every line of the `len` bytes at `p`: the same blocks of the next pass's
-/// row, one pass (four rows) of the stream ahead.
-///
-/// Measured on Zen 5 (one core, 32768 × 8192): without software prefetch these kernels read
-/// 6-7 GiB/s, so the hardware prefetchers do not follow four interleaved row streams here. A
-/// fixed distance, as the one-row kernels use, lands in this pass's other rows and leaves part
-/// of the next pass unfetched (MXFP4 10 GiB/s); prefetching only the first and last byte of
-/// the span skipped its middle line whenever it spans three (Q5_0 and Q5_1: 9 GiB/s). Every
-/// line: 21-23 GiB/s for all five types. L2, not L1: a pass is 17-24 KB ahead, and Zen 4's L1
-/// holds 32 KB.
-#[inline(always)]
-unsafe fn prefetch_next_pass(p: *const u8, len: usize) {
-    let mut off = 0;
-    while off < len {
-        _mm_prefetch(p.wrapping_add(off) as *const i8, _MM_HINT_T1);
-        off += 64;
-    }
-    _mm_prefetch(p.wrapping_add(len - 1) as *const i8, _MM_HINT_T1);
-}
-
 /// Four rows (`rb` bytes apart) against one activation row: each row's result is the scalar
 /// reference's bits.
 #[target_feature(
