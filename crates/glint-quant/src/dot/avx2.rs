@@ -260,7 +260,7 @@ unsafe fn q8_0_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
             let xb = x.add(r * rb + i * 34);
             // Blocks are 34 bytes, so one line ahead per two blocks covers the stream.
             if i % 2 == 0 {
-                prefetch_ahead_avx2(xb, 64);
+                prefetch_rows_avx2::<R>(xb, rb, 64);
             }
             let d = _mm256_set1_ps(f16_at(xb) * yd);
             let p = dot_i8_avx2(load256(xb.add(2)), qy);
@@ -718,7 +718,7 @@ unsafe fn q6_k_impl<const R: usize>(nb: usize, x: *const u8, rb: usize, y: *cons
         let mut sumi = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 210);
-            prefetch_ahead_avx2(xb, 210);
+            prefetch_rows_avx2::<R>(xb, rb, 210);
             let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(xb.add(192) as *const __m128i));
             sumi[r] = _mm256_sub_epi32(
                 _mm256_setzero_si256(),
@@ -887,7 +887,7 @@ unsafe fn iq4_xs_impl<const R: usize, const PERMUTED: bool>(
         let mut sumi = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = x.add(r * rb + i * 136);
-            prefetch_ahead_avx2(xb, 136);
+            prefetch_rows_avx2::<R>(xb, rb, 136);
             sc16[r] = iq4xs_scales16(xb);
         }
         for p in 0..4 {

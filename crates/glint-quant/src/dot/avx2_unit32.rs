@@ -236,11 +236,7 @@ pub(super) unsafe fn unit32_rows_impl<T: Unit32, const R: usize>(
         let aa = a.map(|v| _mm256_abs_epi8(v));
         for (r, sr) in sumf.iter_mut().enumerate() {
             let xr = x.add(r * rb);
-            if R == 1 {
-                prefetch_ahead_avx2(xr.add(i * T::TS), 4 * T::TS);
-            } else {
-                prefetch_next_pass(xr.add(i * T::TS).wrapping_add(R * rb), 4 * T::TS);
-            }
+            prefetch_rows_avx2::<R>(xr.add(i * T::TS), rb, 4 * T::TS);
             let v: [__m256i; 4] = std::array::from_fn(|k| dot(xr, i + k, a[k], aa[k]));
             // Lane k of 128-bit half h: block k's sum over its lanes 4h..4h+4.
             let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));

@@ -196,6 +196,18 @@ pub unsafe fn prefetch_next_pass(p: *const u8, len: usize) {
     _mm_prefetch(p.wrapping_add(len - 1) as *const i8, _MM_HINT_T1);
 }
 
+/// The prefetch of an `R`-row AVX2 kernel reading `len` bytes at `xb` of a row (`rb` bytes
+/// apart): one row streams at [`PREFETCH_BYTES_AVX2`]; several rows prefetch the next pass's
+/// rows ([`prefetch_next_pass`]), where a fixed distance would land in this pass's rows.
+#[inline(always)]
+pub unsafe fn prefetch_rows_avx2<const R: usize>(xb: *const u8, rb: usize, len: usize) {
+    if R == 1 {
+        prefetch_ahead_avx2(xb, len);
+    } else {
+        prefetch_next_pass(xb.wrapping_add(R * rb), len);
+    }
+}
+
 /// The float steps of every SIMD Q4_K/Q5_K kernel (AVX2 and AVX-512), one block at a time: the
 /// block's exact integer sums `s` (scaled codes x activations) and `m` (mins x activation sums)
 /// are scaled and added to the row's running sum in block order. Fixing the float work to these
