@@ -316,12 +316,15 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
         match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::rows_kernel(ty),
-            // Where AVX-512 falls back to the AVX2 single-row kernel: its own four-row kernel
-            // where there is one (exact, as the AVX2 kernels are), else AVX2's.
-            Isa::Avx512 if avx512::kernel(ty).is_none() => {
-                avx512::rows_kernel(ty).or_else(|| avx2::rows_kernel(ty))
-            }
-            Isa::Avx512 => None,
+            // AVX-512's own where it has one (bit for bit its single-row kernel, or exact as
+            // the AVX2 kernels it falls back to are); else AVX2's, only where the single-row
+            // kernel is AVX2's too.
+            Isa::Avx512 => avx512::rows_kernel(ty).or_else(|| {
+                avx512::kernel(ty)
+                    .is_none()
+                    .then(|| avx2::rows_kernel(ty))
+                    .flatten()
+            }),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
