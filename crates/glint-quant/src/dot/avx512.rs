@@ -39,9 +39,8 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
 pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     use super::avx512_unit32::*;
     use GgmlType::*;
-    match ty {
-        Q6_K => return Some(q6_k_rows),
-        _ => {}
+    if ty == Q6_K {
+        return Some(q6_k_rows);
     }
     if !available() {
         return None;
