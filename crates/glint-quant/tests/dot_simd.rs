@@ -309,6 +309,8 @@ fn gemm_kernels_equal_single_bits() {
                 (18, 33, 1),
                 (5, 16, 3),
                 (37, 4, 2),
+                // Past a four-block pass of the one-token kernels, and its remainder.
+                (6, 20, 5),
             ] {
                 let n = ty.block_size() * blocks;
                 let mut rng = Rng::new((ty as u64) << 16 | (rows * 64 + n_acts) as u64);
