@@ -39,8 +39,10 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
 pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     use super::avx512_unit32::*;
     use GgmlType::*;
-    if ty == Q6_K {
-        return Some(q6_k_rows);
+    match ty {
+        Q6_K => return Some(q6_k_rows),
+        IQ4_XS => return Some(iq4_xs_rows),
+        _ => {}
     }
     if !available() {
         return None;
@@ -118,6 +120,7 @@ safe_kernel!(q8_0, q8_0_impl, 32, 34, 34);
 // Two rows a pass: measured on Zen 5 (32768 × 8192, one core) Q6_K 26-27 -> 28-33 GiB/s;
 // four rows were no better, and Q4_K was slower with two (22-26) or four (18.6) than one.
 rows_entry!(q6_k_rows, q6_k_rows_impl, 2, 256, 210, 292);
+rows_entry!(iq4_xs_rows, iq4_xs_rows_impl, 2, 256, 136, 292);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
@@ -583,36 +586,57 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
 unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    iq4_xs_rows_impl::<1>(nb, x, 0, y)[0]
+}
+
+/// [`iq4_xs_impl`] for `R` rows `rb` bytes apart: each row runs the same operations on its own
+/// accumulator (its bits), the rows sharing the activation loads; several rows prefetch the
+/// next pass's rows ([`prefetch_next_pass`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
+unsafe fn iq4_xs_rows_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
     let m4 = _mm512_set1_epi8(0x0f);
     let bias = _mm512_set1_epi16(32);
     let ctrl = k4_ctrl();
     let values = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
-    let mut acc = _mm512_setzero_ps();
+    let mut acc = [_mm512_setzero_ps(); R];
     for i in 0..nb {
-        let (xb, yb) = (x.add(i * 136), y.add(i * 292));
-        prefetch_ahead(xb, 136);
-        // The eight 6-bit scales, one per byte: low nibbles from `scales_l`, high 2 bits from
-        // `scales_h`, both deposited in sub-block order with `pdep`.
-        let h = (xb.add(2) as *const u16).read_unaligned() as u64;
-        let l = (xb.add(4) as *const u32).read_unaligned() as u64;
-        let ls8 = _pdep_u64(l, 0x0f0f_0f0f_0f0f_0f0f) | _pdep_u64(h, 0x3030_3030_3030_3030);
-        let s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(ls8 as i64));
-        let s16 = _mm512_sub_epi16(_mm512_broadcast_i32x4(s16), bias);
-        let mut sumi = _mm512_setzero_si512();
-        for (p, c) in ctrl.iter().enumerate() {
-            let q = load256(xb.add(8 + 32 * p));
-            // [lo(sub 2p) lo(sub 2p+1) hi(sub 2p) hi(sub 2p+1)] -> [lo hi | lo hi] per sub-block.
-            let t = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
-            let codes = _mm512_shuffle_i64x2(t, t, 0b11_01_10_00);
-            let v = _mm512_shuffle_epi8(values, codes);
-            let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
-            let neg = _mm512_movepi8_mask(v);
-            let sy = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
-            let p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), sy);
-            sumi = _mm512_dpwssd_epi32(sumi, p16, _mm512_shuffle_epi8(s16, *c));
+        let yb = y.add(i * 292);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let xb = x.add(r * rb + i * 136);
+            if R == 1 {
+                prefetch_ahead(xb, 136);
+            } else {
+                prefetch_next_pass(xb.wrapping_add(R * rb), 136);
+            }
+            // The eight 6-bit scales, one per byte: low nibbles from `scales_l`, high 2 bits
+            // from `scales_h`, both deposited in sub-block order with `pdep`.
+            let h = (xb.add(2) as *const u16).read_unaligned() as u64;
+            let l = (xb.add(4) as *const u32).read_unaligned() as u64;
+            let ls8 = _pdep_u64(l, 0x0f0f_0f0f_0f0f_0f0f) | _pdep_u64(h, 0x3030_3030_3030_3030);
+            let s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(ls8 as i64));
+            let s16 = _mm512_sub_epi16(_mm512_broadcast_i32x4(s16), bias);
+            let mut sumi = _mm512_setzero_si512();
+            for (p, c) in ctrl.iter().enumerate() {
+                let q = load256(xb.add(8 + 32 * p));
+                // [lo(sub 2p) lo(sub 2p+1) hi(sub 2p) hi(sub 2p+1)] -> [lo hi | lo hi] per
+                // sub-block.
+                let t = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
+                let codes = _mm512_shuffle_i64x2(t, t, 0b11_01_10_00);
+                let v = _mm512_shuffle_epi8(values, codes);
+                let q8 = _mm512_loadu_si512(yb.add(4 + 64 * p) as *const _);
+                let neg = _mm512_movepi8_mask(v);
+                let sy = _mm512_mask_sub_epi8(q8, neg, _mm512_setzero_si512(), q8);
+                let p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), sy);
+                sumi = _mm512_dpwssd_epi32(sumi, p16, _mm512_shuffle_epi8(s16, *c));
+            }
+            let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), *acc);
         }
-        let d = _mm512_set1_ps(f32_at(yb) * f16_at(xb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
-    _mm512_reduce_add_ps(acc)
+    acc.map(|a| _mm512_reduce_add_ps(a))
 }
