@@ -485,7 +485,7 @@ unsafe fn q6_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 
 /// [`q6_k_impl`] for `R` rows `rb` bytes apart: each row runs the same operations on its own
 /// accumulator (its bits), the rows sharing the activation loads; several rows prefetch the
-/// next pass's rows ([`prefetch_next_pass`]).
+/// next pass's rows ([`prefetch_rows`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q6_k_rows_impl<const R: usize>(
     nb: usize,
@@ -501,11 +501,7 @@ unsafe fn q6_k_rows_impl<const R: usize>(
         let yb = y.add(i * 292);
         for (r, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(r * rb + i * 210);
-            if R == 1 {
-                prefetch_ahead(xb, 210);
-            } else {
-                prefetch_next_pass(xb.wrapping_add(R * rb), 210);
-            }
+            prefetch_rows::<R>(xb, rb, 210);
             let sc = xb.add(192);
             let sc16 =
                 _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
@@ -591,7 +587,7 @@ unsafe fn iq4_xs_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 
 /// [`iq4_xs_impl`] for `R` rows `rb` bytes apart: each row runs the same operations on its own
 /// accumulator (its bits), the rows sharing the activation loads; several rows prefetch the
-/// next pass's rows ([`prefetch_next_pass`]).
+/// next pass's rows ([`prefetch_rows`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c,bmi2")]
 unsafe fn iq4_xs_rows_impl<const R: usize>(
     nb: usize,
@@ -608,11 +604,7 @@ unsafe fn iq4_xs_rows_impl<const R: usize>(
         let yb = y.add(i * 292);
         for (r, acc) in acc.iter_mut().enumerate() {
             let xb = x.add(r * rb + i * 136);
-            if R == 1 {
-                prefetch_ahead(xb, 136);
-            } else {
-                prefetch_next_pass(xb.wrapping_add(R * rb), 136);
-            }
+            prefetch_rows::<R>(xb, rb, 136);
             // The eight 6-bit scales, one per byte: low nibbles from `scales_l`, high 2 bits
             // from `scales_h`, both deposited in sub-block order with `pdep`.
             let h = (xb.add(2) as *const u16).read_unaligned() as u64;

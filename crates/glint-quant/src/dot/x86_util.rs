@@ -196,13 +196,28 @@ pub unsafe fn prefetch_next_pass(p: *const u8, len: usize) {
     _mm_prefetch(p.wrapping_add(len - 1) as *const i8, _MM_HINT_T1);
 }
 
-/// The prefetch of an `R`-row AVX2 kernel reading `len` bytes at `xb` of a row (`rb` bytes
-/// apart): one row streams at [`PREFETCH_BYTES_AVX2`]; several rows prefetch the next pass's
-/// rows ([`prefetch_next_pass`]), where a fixed distance would land in this pass's rows.
+/// The prefetch of an `R`-row AVX-512 kernel reading `len` bytes at `xb` of a row (`rb` bytes
+/// apart): one row streams at [`PREFETCH_BYTES`]; several rows prefetch the next pass's rows
+/// ([`prefetch_next_pass`]), where a fixed distance would land in this pass's rows.
+#[inline(always)]
+pub unsafe fn prefetch_rows<const R: usize>(xb: *const u8, rb: usize, len: usize) {
+    prefetch_rows_at::<R, PREFETCH_BYTES>(xb, rb, len)
+}
+
+/// [`prefetch_rows`] for the AVX2 kernels: one row at [`PREFETCH_BYTES_AVX2`].
 #[inline(always)]
 pub unsafe fn prefetch_rows_avx2<const R: usize>(xb: *const u8, rb: usize, len: usize) {
+    prefetch_rows_at::<R, PREFETCH_BYTES_AVX2>(xb, rb, len)
+}
+
+#[inline(always)]
+unsafe fn prefetch_rows_at<const R: usize, const AHEAD: usize>(
+    xb: *const u8,
+    rb: usize,
+    len: usize,
+) {
     if R == 1 {
-        prefetch_ahead_avx2(xb, len);
+        prefetch_by::<AHEAD>(xb, len);
     } else {
         prefetch_next_pass(xb.wrapping_add(R * rb), len);
     }
