@@ -146,8 +146,17 @@ macro_rules! rows_kernel {
             // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
             unsafe { $imp::<1>(nb, w.as_ptr(), nb * $wsize, a.as_ptr())[0] }
         }
+        rows_entry!($rows, $r, $qk, $wsize, $asize, $imp::<{ $r }>, $imp::<1>);
+    };
+}
 
-        fn $rows(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
+/// A multi-row entry point (`VecDotRowsFn`): `$group(nb, w, row_bytes, a) -> [f32; $r]` for
+/// each pass of `$r` rows, `$one(nb, w, row_bytes, a) -> [f32; 1]` for the remaining rows.
+/// Both must give each row its family's single-row bits; the caller's selection
+/// (`rows_kernel_for`) checks the CPU features they need.
+macro_rules! rows_entry {
+    ($vis:vis $rows:ident, $r:expr, $qk:expr, $wsize:expr, $asize:expr, $group:expr, $one:expr) => {
+        $vis fn $rows(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
             let nb = n / $qk;
             let rb = nb * $wsize;
             assert!(
@@ -157,23 +166,24 @@ macro_rules! rows_kernel {
             let mut groups = out.chunks_exact_mut($r);
             let mut wp = w.as_ptr();
             for o in &mut groups {
-                // SAFETY: `o.len()` rows of `rb` bytes remain at `wp` (checked above); AVX2/FMA/
-                // F16C presence checked by `rows_kernel_for`.
+                // SAFETY: `$r` rows of `rb` bytes remain at `wp` (checked above); the CPU
+                // features are checked by the selection.
                 unsafe {
-                    o.copy_from_slice(&$imp::<{ $r }>(nb, wp, rb, a.as_ptr()));
+                    o.copy_from_slice(&$group(nb, wp, rb, a.as_ptr()));
                     wp = wp.add($r * rb);
                 }
             }
             for o in groups.into_remainder() {
                 // SAFETY: as above, one row.
                 unsafe {
-                    *o = $imp::<1>(nb, wp, rb, a.as_ptr())[0];
+                    *o = $one(nb, wp, rb, a.as_ptr())[0];
                     wp = wp.add(rb);
                 }
             }
         }
     };
 }
+pub(super) use rows_entry;
 
 rows_kernel!(q8_0, q8_0_rows, q8_0_impl, 4, 32, 34, 34);
 // Q4_K and Q5_K run one row a pass: measured (L2-resident, one core) two rows were no faster

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2::{blocks, cols_entry};
+use super::avx2::{blocks, cols_entry, rows_entry};
 use super::avx512_iq::{iq2_xxs_impl, iq3_xxs_impl};
 use super::avx512_iq1::iq1_s_impl;
 use super::x86_util::*;
@@ -74,38 +74,6 @@ cols_entry!(q5_k_cols, k4_cols_impl::<true>, 256, 176, 292);
 cols_entry!(q6_k_cols, q6_k_cols_impl, 256, 210, 292);
 cols_entry!(q8_0_cols, q8_0_cols_impl, 32, 34, 34);
 
-/// The multi-row entry of a kernel written for `R` rows (`$imp::<R>(nb, w, row_bytes, a)`,
-/// each row exactly `$imp::<1>`): `$r` rows a pass, single rows for the remainder.
-macro_rules! rows_entry {
-    ($rows:ident, $imp:ident, $r:expr, $qk:expr, $wsize:expr, $asize:expr) => {
-        fn $rows(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
-            let nb = n / $qk;
-            let rb = nb * $wsize;
-            assert!(
-                n.is_multiple_of($qk) && w.len() >= rb * out.len() && a.len() >= nb * $asize,
-                "dot row lengths"
-            );
-            let mut groups = out.chunks_exact_mut($r);
-            let mut wp = w.as_ptr();
-            for o in &mut groups {
-                // SAFETY: `$r` rows of `rb` bytes remain at `wp` (checked above); AVX-512
-                // presence checked by `rows_kernel_for`.
-                unsafe {
-                    o.copy_from_slice(&$imp::<{ $r }>(nb, wp, rb, a.as_ptr()));
-                    wp = wp.add($r * rb);
-                }
-            }
-            for o in groups.into_remainder() {
-                // SAFETY: as above, one row.
-                unsafe {
-                    *o = $imp::<1>(nb, wp, rb, a.as_ptr())[0];
-                    wp = wp.add(rb);
-                }
-            }
-        }
-    };
-}
-
 macro_rules! safe_kernel {
     ($name:ident, $imp:ident, $qk:expr, $wsize:expr, $asize:expr) => {
         fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -119,8 +87,24 @@ macro_rules! safe_kernel {
 safe_kernel!(q8_0, q8_0_impl, 32, 34, 34);
 // Two rows a pass: measured on Zen 5 (32768 × 8192, one core) Q6_K 26-27 -> 28-33 GiB/s;
 // four rows were no better, and Q4_K was slower with two (22-26) or four (18.6) than one.
-rows_entry!(q6_k_rows, q6_k_rows_impl, 2, 256, 210, 292);
-rows_entry!(iq4_xs_rows, iq4_xs_rows_impl, 2, 256, 136, 292);
+rows_entry!(
+    q6_k_rows,
+    2,
+    256,
+    210,
+    292,
+    q6_k_rows_impl::<2>,
+    q6_k_rows_impl::<1>
+);
+rows_entry!(
+    iq4_xs_rows,
+    2,
+    256,
+    136,
+    292,
+    iq4_xs_rows_impl::<2>,
+    iq4_xs_rows_impl::<1>
+);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
@@ -433,6 +417,27 @@ unsafe fn q5_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     acc
 }
 
+/// Half `h` of a Q6_K block's 6-bit codes (0..63, in element order), as two 64-code vectors:
+/// elements 128h..128h+64 and 128h+64..128h+128.
+#[inline(always)]
+pub(super) unsafe fn q6_codes64(xb: *const u8, h: usize) -> [__m512i; 2] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m3 = _mm512_set1_epi8(3);
+    let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
+    let qh = load256(xb.add(128 + 32 * h));
+    let qh2 = join(qh, _mm256_srli_epi16(qh, 2));
+    [
+        _mm512_or_si512(
+            _mm512_and_si512(ql, m4),
+            _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
+        ),
+        _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
+        ),
+    ]
+}
+
 /// `vpermw` indices picking, for each i16 lane of the Q6_K product vectors (half h, pair p: vector
 /// 2h + p), the sub-block scale that covers it.
 #[inline(always)]
@@ -493,8 +498,6 @@ unsafe fn q6_k_rows_impl<const R: usize>(
     rb: usize,
     y: *const u8,
 ) -> [f32; R] {
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m3 = _mm512_set1_epi8(3);
     let sel = q6k_scale_sel();
     let mut acc = [0.0f32; R];
     for i in 0..nb {
@@ -507,17 +510,7 @@ unsafe fn q6_k_rows_impl<const R: usize>(
                 _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i)));
             let mut sumi = _mm512_setzero_si512();
             for h in 0..2 {
-                let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
-                let qh = load256(xb.add(128 + 32 * h));
-                let qh2 = join(qh, _mm256_srli_epi16(qh, 2));
-                let w01 = _mm512_or_si512(
-                    _mm512_and_si512(ql, m4),
-                    _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
-                );
-                let w23 = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
-                );
+                let [w01, w23] = q6_codes64(xb, h);
                 for (p, w) in [(0, w01), (1, w23)] {
                     let q8 = _mm512_loadu_si512(yb.add(4 + 128 * h + 64 * p) as *const _);
                     let p16 = _mm512_maddubs_epi16(w, q8);
@@ -536,8 +529,6 @@ unsafe fn q6_k_rows_impl<const R: usize>(
 /// built once, then every token runs `q6_k_impl`'s operations on its own accumulators.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m3 = _mm512_set1_epi8(3);
     let sel = q6k_scale_sel();
     let mut acc = [0.0f32; COLS];
     for i in 0..nb {
@@ -549,17 +540,7 @@ unsafe fn q6_k_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
         let mut w = [_mm512_setzero_si512(); 4];
         let mut s = [_mm512_setzero_si512(); 4];
         for h in 0..2 {
-            let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
-            let qh = load256(xb.add(128 + 32 * h));
-            let qh2 = join(qh, _mm256_srli_epi16(qh, 2));
-            w[2 * h] = _mm512_or_si512(
-                _mm512_and_si512(ql, m4),
-                _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
-            );
-            w[2 * h + 1] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
-            );
+            [w[2 * h], w[2 * h + 1]] = q6_codes64(xb, h);
             s[2 * h] = _mm512_permutexvar_epi16(sel[2 * h], sc16);
             s[2 * h + 1] = _mm512_permutexvar_epi16(sel[2 * h + 1], sc16);
         }

@@ -21,7 +21,7 @@ use glint_gguf::GgmlType;
 
 use super::avx2_iq_signed::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
 use super::avx2_unit32::{Iq4Nl, Mxfp4, Unit32Q8, Q50};
-use super::avx512::{nibbles64, q5_codes64};
+use super::avx512::{nibbles64, q5_codes64, q6_codes64};
 use super::avx512_gemm_signed::{decode_iq1_s, decode_signed, tile_kernel_signed, Iq1STile};
 use super::gemm_tile::*;
 use super::x86_util::*;
@@ -269,24 +269,12 @@ unsafe fn sums16(v: __m512i) -> [i32; 4] {
 /// One Q6_K row to element-order codes (0..63, `nb * 256` bytes) and per-block constants.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn decode_row_q6(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m3 = _mm512_set1_epi8(3);
     for b in 0..nb {
         let xb = x.add(b * 210);
         let sc = std::slice::from_raw_parts(xb.add(192) as *const i8, 16);
         let mut corr = 0i32;
         for h in 0..2 {
-            let ql = _mm512_loadu_si512(xb.add(64 * h) as *const _);
-            let qh = load256(xb.add(128 + 32 * h));
-            let qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-            let w01 = _mm512_or_si512(
-                _mm512_and_si512(ql, m4),
-                _mm512_slli_epi16(_mm512_and_si512(qh2, m3), 4),
-            );
-            let w23 = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), m3), 4),
-            );
+            let [w01, w23] = q6_codes64(xb, h);
             for (p, v) in [(0, w01), (1, w23)] {
                 let at = b * 256 + 128 * h + 64 * p;
                 _mm512_storeu_si512(codes.as_mut_ptr().add(at) as *mut _, v);

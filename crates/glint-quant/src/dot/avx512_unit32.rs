@@ -16,6 +16,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2::rows_entry;
 use super::avx2_unit32::{block_dot, unit32_rows_impl, Iq4Nl, Mxfp4, Unit32, Q41, Q50, Q51};
 use super::x86_util::*;
 use crate::grids::{KVALUES_IQ4NL, KVALUES_MXFP4};
@@ -372,37 +373,19 @@ pub(super) unsafe fn unit32_rows4<T: Unit32Zmm>(
     sums
 }
 
-/// The rows entry of type `T`: four rows a pass, the last `rows % 4` through the AVX2 kernel
-/// (the same bits).
+/// The rows entry of type `$t`: four rows a pass, the last `rows % 4` through the AVX2
+/// kernel (the same bits).
 macro_rules! rows4_entry {
     ($name:ident, $t:ty) => {
-        pub(super) fn $name(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
-            let nb = n / 32;
-            let rb = nb * <$t as Unit32>::TS;
-            assert!(
-                n.is_multiple_of(32)
-                    && w.len() >= rb * out.len()
-                    && a.len() >= nb * <$t as Unit32>::AS,
-                "dot row lengths"
-            );
-            let mut groups = out.chunks_exact_mut(4);
-            let mut wp = w.as_ptr();
-            for o in &mut groups {
-                // SAFETY: four rows of `rb` bytes remain at `wp` (checked above); the CPU
-                // features are checked by `rows_kernel`'s selection.
-                unsafe {
-                    o.copy_from_slice(&unit32_rows4::<$t>(nb, wp, rb, a.as_ptr()));
-                    wp = wp.add(4 * rb);
-                }
-            }
-            for o in groups.into_remainder() {
-                // SAFETY: as above, one row.
-                unsafe {
-                    *o = unit32_rows_impl::<$t, 1>(nb, wp, rb, a.as_ptr())[0];
-                    wp = wp.add(rb);
-                }
-            }
-        }
+        rows_entry!(
+            pub(super) $name,
+            4,
+            32,
+            <$t as Unit32>::TS,
+            <$t as Unit32>::AS,
+            unit32_rows4::<$t>,
+            unit32_rows_impl::<$t, 1>
+        );
     };
 }
 
