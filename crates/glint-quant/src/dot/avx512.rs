@@ -42,6 +42,7 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     match ty {
         Q6_K => return Some(q6_k_rows),
         IQ4_XS => return Some(iq4_xs_rows),
+        Q4_0 => return Some(q4_0_rows),
         _ => {}
     }
     if !available() {
@@ -104,6 +105,15 @@ rows_entry!(
     292,
     iq4_xs_rows_impl::<2>,
     iq4_xs_rows_impl::<1>
+);
+rows_entry!(
+    q4_0_rows,
+    4,
+    32,
+    18,
+    34,
+    q4_0_rows_impl::<4>,
+    q4_0_rows_impl::<1>
 );
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
@@ -241,42 +251,53 @@ unsafe fn join_ps(a: f32, b: f32) -> __m512 {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    q4_0_rows_impl::<1>(nb, x, 0, y)[0]
+}
+
+/// [`q4_0_impl`] for `R` rows `rb` bytes apart: each row runs the same operations on its own
+/// accumulator (its bits), the rows sharing the activation loads and their offset products;
+/// several rows prefetch the next pass's rows ([`prefetch_rows`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q4_0_rows_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
     let m4 = _mm512_set1_epi8(0x0f);
     let eight = _mm512_set1_epi8(8);
-    let mut acc = _mm512_setzero_ps();
+    let mut acc = [_mm512_setzero_ps(); R];
     let mut i = 0;
     while i + 2 <= nb {
-        let (xa, ya, xb, yb) = (
-            x.add(i * 18),
-            y.add(i * 34),
-            x.add(i * 18 + 18),
-            y.add(i * 34 + 34),
-        );
-        prefetch_ahead(xa, 36);
-        let ta = _mm_loadu_si128(xa.add(2) as *const __m128i);
-        let tb = _mm_loadu_si128(xb.add(2) as *const __m128i);
-        let qa = _mm256_set_m128i(_mm_srli_epi16(ta, 4), ta);
-        let qb = _mm256_set_m128i(_mm_srli_epi16(tb, 4), tb);
-        let q = _mm512_and_si512(join(qa, qb), m4);
+        let (ya, yb) = (y.add(i * 34), y.add(i * 34 + 34));
         let qy = join(load256(ya.add(2)), load256(yb.add(2)));
         let z = _mm512_setzero_si512();
-        let p = _mm512_sub_epi32(
-            _mm512_dpbusd_epi32(z, q, qy),
-            _mm512_dpbusd_epi32(z, eight, qy),
-        );
-        let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+        let off = _mm512_dpbusd_epi32(z, eight, qy);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let (xa, xb) = (x.add(r * rb + i * 18), x.add(r * rb + i * 18 + 18));
+            prefetch_rows::<R>(xa, rb, 36);
+            let ta = _mm_loadu_si128(xa.add(2) as *const __m128i);
+            let tb = _mm_loadu_si128(xb.add(2) as *const __m128i);
+            let qa = _mm256_set_m128i(_mm_srli_epi16(ta, 4), ta);
+            let qb = _mm256_set_m128i(_mm_srli_epi16(tb, 4), tb);
+            let q = _mm512_and_si512(join(qa, qb), m4);
+            let p = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, q, qy), off);
+            let d = join_ps(f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), *acc);
+        }
         i += 2;
     }
-    let mut sum = _mm512_reduce_add_ps(acc);
-    if i < nb {
-        sum += super::scalar_legacy::dot_q4_0(
-            32,
-            std::slice::from_raw_parts(x.add(i * 18), 18),
-            std::slice::from_raw_parts(y.add(i * 34), 34),
-        );
-    }
-    sum
+    std::array::from_fn(|r| {
+        let mut sum = _mm512_reduce_add_ps(acc[r]);
+        if i < nb {
+            sum += super::scalar_legacy::dot_q4_0(
+                32,
+                std::slice::from_raw_parts(x.add(r * rb + i * 18), 18),
+                std::slice::from_raw_parts(y.add(i * 34), 34),
+            );
+        }
+        sum
+    })
 }
 
 /// `vpshufb` controls that spread the eight i16 sub-block scales (broadcast to every 128-bit
