@@ -323,7 +323,7 @@ unsafe fn q4_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 /// With `high`, the byte lands in each slot's high byte (for a signed `>> 8`), else in its low
 /// byte with a zero high byte (index 0x80 writes zero).
 #[inline(always)]
-unsafe fn pair_spread(c: usize, high: bool) -> __m256i {
+pub(super) unsafe fn pair_spread(c: usize, high: bool) -> __m256i {
     let slot = |b: usize| -> i16 {
         if high {
             ((b << 8) | 0x80) as i16
@@ -375,7 +375,7 @@ unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
 /// `8 + j % 4`, bits `2 * (j / 4)`). Done a word at a time so all sixteen come out of a few
 /// shifts and masks.
 #[inline(always)]
-unsafe fn q3k_scales_i8(p: *const u8) -> __m128i {
+pub(super) unsafe fn q3k_scales_i8(p: *const u8) -> __m128i {
     const LO4: u32 = 0x0f0f_0f0f;
     const LO2: u32 = 0x0303_0303;
     let a0 = (p as *const u32).read_unaligned();
@@ -395,7 +395,7 @@ unsafe fn q3k_scales_i8(p: *const u8) -> __m128i {
 /// is taken out afterwards as `4 * sum(scale_j * bsums_j)`, exact in integers, the same trick
 /// the Q6_K kernel uses for its bias 32.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+pub(super) unsafe fn q3_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let one = _mm256_set1_epi8(1);
     let mut acc = _mm256_setzero_ps();

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2::{blocks, cols_entry, rows_entry};
+use super::avx2::{blocks, cols_entry, pair_spread, q3k_scales_i8, rows_entry};
 use super::avx512_iq::{iq2_xxs_impl, iq3_xxs_impl};
 use super::avx512_iq1::iq1_s_impl;
 use super::x86_util::*;
@@ -43,6 +43,7 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
         Q6_K => return Some(q6_k_rows),
         IQ4_XS => return Some(iq4_xs_rows),
         Q4_0 => return Some(q4_0_rows),
+        Q3_K => return Some(q3_k_rows),
         _ => {}
     }
     if !available() {
@@ -115,6 +116,7 @@ rows_entry!(
     q4_0_rows_impl::<4>,
     q4_0_rows_impl::<1>
 );
+rows_entry!(q3_k_rows, 2, 256, 110, 292, q3_k_pair_impl, q3_k_one);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
@@ -237,6 +239,72 @@ unsafe fn q8_0_cols_impl(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mu
         }
         out[t] = sum[t];
     }
+}
+
+/// Q3_K, two rows in one register: each 256-bit half runs the AVX2 one-row kernel's
+/// operations (`avx2::q3_k_impl`: every integer step stays within 128-bit lanes, every float
+/// step is per lane) for its own row, so each row gets that kernel's bits, which is this
+/// family's single-row Q3_K kernel. Half the instructions of running the rows one by one.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q3_k_pair_impl(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; 2] {
+    let m3 = _mm512_set1_epi8(3);
+    let one = _mm512_set1_epi8(1);
+    let ctrl: [__m512i; 8] = std::array::from_fn(|c| _mm512_broadcast_i64x4(pair_spread(c, true)));
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_bias = _mm512_setzero_ps();
+    for i in 0..nb {
+        let yb = y.add(i * 292);
+        let (x0, x1) = (x.add(i * 110), x.add(rb + i * 110));
+        prefetch_rows::<2>(x0, rb, 110);
+        prefetch_rows::<2>(x1, rb, 110);
+        let d = join_ps(
+            f32_at(yb) * f16_at(x0.add(108)),
+            f32_at(yb) * f16_at(x1.add(108)),
+        );
+        let (sc0, sc1) = (q3k_scales_i8(x0.add(96)), q3k_scales_i8(x1.add(96)));
+        let bsums = _mm512_broadcast_i64x4(load256(yb.add(260)));
+        let sc16 = join(_mm256_cvtepi8_epi16(sc0), _mm256_cvtepi8_epi16(sc1));
+        let bias = _mm512_slli_epi32(_mm512_madd_epi16(sc16, bsums), 2);
+        acc_bias = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(bias), acc_bias);
+        let scv = join(
+            _mm256_broadcastsi128_si256(sc0),
+            _mm256_broadcastsi128_si256(sc1),
+        );
+        let hm = join(load256(x0), load256(x1));
+        let mut sumi = _mm512_setzero_si512();
+        for k in 0..2 {
+            let q2 = join(load256(x0.add(32 + 32 * k)), load256(x1.add(32 + 32 * k)));
+            for j in 0..4 {
+                let c = 4 * k + j;
+                let lo =
+                    _mm512_and_si512(_mm512_srl_epi16(q2, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                let hb = _mm512_and_si512(_mm512_srl_epi16(hm, _mm_cvtsi32_si128(c as i32)), one);
+                let q = _mm512_or_si512(lo, _mm512_slli_epi16(hb, 2));
+                let a = _mm512_broadcast_i64x4(load256(yb.add(4 + 32 * c)));
+                let p = _mm512_maddubs_epi16(q, a);
+                let s = _mm512_srai_epi16(_mm512_shuffle_epi8(scv, ctrl[c]), 8);
+                sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p, s));
+            }
+        }
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    let half = |v: __m512, h: bool| {
+        _mm256_castpd_ps(if h {
+            _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))
+        } else {
+            _mm512_castpd512_pd256(_mm512_castps_pd(v))
+        })
+    };
+    [
+        hsum_ps(half(acc, false)) - hsum_ps(half(acc_bias, false)),
+        hsum_ps(half(acc, true)) - hsum_ps(half(acc_bias, true)),
+    ]
+}
+
+/// One Q3_K row through the family's single-row kernel (AVX2's), for [`q3_k_rows`]' last row.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_one(nb: usize, x: *const u8, _rb: usize, y: *const u8) -> [f32; 1] {
+    [super::avx2::q3_k_impl(nb, x, y)]
 }
 
 /// Eight lanes of `a` then eight of `b`.
