@@ -339,7 +339,7 @@ pub(super) unsafe fn pair_spread(c: usize, high: bool) -> __m256i {
 /// `2j..2j+2`), then `d` and `dmin`. The mins term is `dmin * sum(min_j * bsums_j)`, done
 /// with one `vpmaddwd` against the activation's 16-element sums.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
+pub(super) unsafe fn q2_k_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let m4 = _mm_set1_epi8(0x0f);
     let mut acc = _mm256_setzero_ps();

@@ -44,6 +44,7 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
         IQ4_XS => return Some(iq4_xs_rows),
         Q4_0 => return Some(q4_0_rows),
         Q3_K => return Some(q3_k_rows),
+        Q2_K => return Some(q2_k_rows),
         _ => {}
     }
     if !available() {
@@ -117,6 +118,7 @@ rows_entry!(
     q4_0_rows_impl::<1>
 );
 rows_entry!(q3_k_rows, 2, 256, 110, 292, q3_k_pair_impl, q3_k_one);
+rows_entry!(q2_k_rows, 2, 256, 84, 292, q2_k_pair_impl, q2_k_one);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
 safe_kernel!(q4_k, q4_k_impl, 256, 144, 292);
 safe_kernel!(q5_k, q5_k_impl, 256, 176, 292);
@@ -288,17 +290,77 @@ unsafe fn q3_k_pair_impl(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f
         }
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
     }
-    let half = |v: __m512, h: bool| {
-        _mm256_castpd_ps(if h {
-            _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))
-        } else {
-            _mm512_castpd512_pd256(_mm512_castps_pd(v))
-        })
-    };
     [
-        hsum_ps(half(acc, false)) - hsum_ps(half(acc_bias, false)),
-        hsum_ps(half(acc, true)) - hsum_ps(half(acc_bias, true)),
+        hsum_ps(half_ps(acc, false)) - hsum_ps(half_ps(acc_bias, false)),
+        hsum_ps(half_ps(acc, true)) - hsum_ps(half_ps(acc_bias, true)),
     ]
+}
+
+/// Q2_K, two rows in one register, as [`q3_k_pair_impl`] is for Q3_K (`avx2::q2_k_impl`'s
+/// operations in each 256-bit half: each row gets the family's single-row bits).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q2_k_pair_impl(nb: usize, x: *const u8, rb: usize, y: *const u8) -> [f32; 2] {
+    let m3 = _mm512_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0f);
+    let ctrl: [__m512i; 8] = std::array::from_fn(|c| _mm512_broadcast_i64x4(pair_spread(c, false)));
+    let mut acc = _mm512_setzero_ps();
+    let mut acc_min = _mm512_setzero_ps();
+    for i in 0..nb {
+        let yb = y.add(i * 292);
+        let (x0, x1) = (x.add(i * 84), x.add(rb + i * 84));
+        prefetch_rows::<2>(x0, rb, 84);
+        prefetch_rows::<2>(x1, rb, 84);
+        let yd = f32_at(yb);
+        let (p0, p1) = (
+            _mm_loadu_si128(x0 as *const __m128i),
+            _mm_loadu_si128(x1 as *const __m128i),
+        );
+        let scales = join(
+            _mm256_broadcastsi128_si256(_mm_and_si128(p0, m4)),
+            _mm256_broadcastsi128_si256(_mm_and_si128(p1, m4)),
+        );
+        let mins = join(
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(p0, 4), m4)),
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(p1, 4), m4)),
+        );
+        let summs = _mm512_madd_epi16(mins, _mm512_broadcast_i64x4(load256(yb.add(260))));
+        let dmin = join_ps(yd * f16_at(x0.add(82)), yd * f16_at(x1.add(82)));
+        acc_min = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(summs), acc_min);
+        let mut sumi = _mm512_setzero_si512();
+        for k in 0..2 {
+            let q2 = join(load256(x0.add(16 + 32 * k)), load256(x1.add(16 + 32 * k)));
+            for j in 0..4 {
+                let q = _mm512_and_si512(_mm512_srl_epi16(q2, _mm_cvtsi32_si128(2 * j as i32)), m3);
+                let a = _mm512_broadcast_i64x4(load256(yb.add(4 + 128 * k + 32 * j)));
+                let p = _mm512_maddubs_epi16(q, a);
+                let s = _mm512_shuffle_epi8(scales, ctrl[4 * k + j]);
+                sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p, s));
+            }
+        }
+        let d = join_ps(yd * f16_at(x0.add(80)), yd * f16_at(x1.add(80)));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc);
+    }
+    [
+        hsum_ps(half_ps(acc, false)) - hsum_ps(half_ps(acc_min, false)),
+        hsum_ps(half_ps(acc, true)) - hsum_ps(half_ps(acc_min, true)),
+    ]
+}
+
+/// The low (`hi` false) or high eight lanes.
+#[inline(always)]
+unsafe fn half_ps(v: __m512, hi: bool) -> __m256 {
+    let v = _mm512_castps_pd(v);
+    _mm256_castpd_ps(if hi {
+        _mm512_extractf64x4_pd::<1>(v)
+    } else {
+        _mm512_castpd512_pd256(v)
+    })
+}
+
+/// One Q2_K row through the family's single-row kernel (AVX2's), for [`q2_k_rows`]' last row.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_one(nb: usize, x: *const u8, _rb: usize, y: *const u8) -> [f32; 1] {
+    [super::avx2::q2_k_impl(nb, x, y)]
 }
 
 /// One Q3_K row through the family's single-row kernel (AVX2's), for [`q3_k_rows`]' last row.
