@@ -205,38 +205,35 @@ safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
 safe_kernel!(iq1_m, iq1_m_impl, 256, 56, 292);
 cols_entry!(iq1_m_c, iq1_m_cols, 256, 56, 292);
 
-/// A [`Unit32`] type's single-row and multi-row entry points: its `rows_kernel!`
-/// implementation is `unit32_rows_impl` for that type. Two rows a pass: measured on Zen 5
-/// (32768 × 8192, one core) 10-20% faster than one; four were 10-40% slower than one (the
-/// shared activation blocks and four rows' dots outgrow AVX2's sixteen registers).
+/// A [`Unit32`] type's single-row and multi-row entry points, both `unit32_rows_impl`. Two
+/// rows a pass: measured on Zen 5 (32768 × 8192, one core) 10-20% faster than one; four were
+/// 10-40% slower than one (the shared activation blocks and four rows' dots outgrow AVX2's
+/// sixteen registers).
 macro_rules! unit32_kernels {
-    ($name:ident, $rows:ident, $imp:ident, $t:ty) => {
-        #[inline(always)]
-        unsafe fn $imp<const R: usize>(
-            nb: usize,
-            x: *const u8,
-            rb: usize,
-            y: *const u8,
-        ) -> [f32; R] {
-            unit32_rows_impl::<$t, R>(nb, x, rb, y)
+    ($name:ident, $rows:ident, $t:ty) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let (ts, as_) = (<$t as Unit32>::TS, <$t as Unit32>::AS);
+            let nb = blocks(n, 32, w, ts, a, as_);
+            // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
+            unsafe { unit32_rows_impl::<$t, 1>(nb, w.as_ptr(), nb * ts, a.as_ptr())[0] }
         }
-        rows_kernel!(
-            $name,
+        rows_entry!(
             $rows,
-            $imp,
             2,
             32,
             <$t as Unit32>::TS,
-            <$t as Unit32>::AS
+            <$t as Unit32>::AS,
+            unit32_rows_impl::<$t, 2>,
+            unit32_rows_impl::<$t, 1>
         );
     };
 }
 
-unit32_kernels!(q4_1, q4_1_rows, q4_1_r, Q41);
-unit32_kernels!(q5_0, q5_0_rows, q5_0_r, Q50);
-unit32_kernels!(q5_1, q5_1_rows, q5_1_r, Q51);
-unit32_kernels!(iq4_nl, iq4_nl_rows, iq4_nl_r, Iq4Nl);
-unit32_kernels!(mxfp4, mxfp4_rows, mxfp4_r, Mxfp4);
+unit32_kernels!(q4_1, q4_1_rows, Q41);
+unit32_kernels!(q5_0, q5_0_rows, Q50);
+unit32_kernels!(q5_1, q5_1_rows, Q51);
+unit32_kernels!(iq4_nl, iq4_nl_rows, Iq4Nl);
+unit32_kernels!(mxfp4, mxfp4_rows, Mxfp4);
 /// A [`SignedGrid`] type's one-token and multi-token entry points.
 macro_rules! signed_kernels {
     ($one:ident, $cols:ident, $g:ty) => {

@@ -34,28 +34,25 @@ pub fn kernel(ty: GgmlType) -> Option<VecDotFn> {
     })
 }
 
-/// The AVX-512 multi-row kernel for `ty`, if there is one; only for types whose single-row
-/// kernel this family takes from AVX2, and exact, so both give the reference's bits.
+/// The AVX-512 multi-row kernel for `ty`, if there is one. Each row gets the bits of this
+/// family's single-row kernel: its own (Q4_0, Q6_K, IQ4_XS: the same operations per row), the
+/// AVX2 one it falls back to (Q2_K, Q3_K: that kernel's steps in each 256-bit half), or the
+/// reference's (the exact 32-element types, which need VBMI).
 pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     use super::avx512_unit32::*;
     use GgmlType::*;
-    match ty {
-        Q6_K => return Some(q6_k_rows),
-        IQ4_XS => return Some(iq4_xs_rows),
-        Q4_0 => return Some(q4_0_rows),
-        Q3_K => return Some(q3_k_rows),
-        Q2_K => return Some(q2_k_rows),
-        _ => {}
-    }
-    if !available() {
-        return None;
-    }
+    let vbmi = available();
     Some(match ty {
-        Q4_1 => q4_1_rows4,
-        Q5_0 => q5_0_rows4,
-        Q5_1 => q5_1_rows4,
-        IQ4_NL => iq4_nl_rows4,
-        MXFP4 => mxfp4_rows4,
+        Q4_0 => q4_0_rows,
+        Q6_K => q6_k_rows,
+        IQ4_XS => iq4_xs_rows,
+        Q2_K => q2_k_rows,
+        Q3_K => q3_k_rows,
+        Q4_1 if vbmi => q4_1_rows4,
+        Q5_0 if vbmi => q5_0_rows4,
+        Q5_1 if vbmi => q5_1_rows4,
+        IQ4_NL if vbmi => iq4_nl_rows4,
+        MXFP4 if vbmi => mxfp4_rows4,
         _ => return None,
     })
 }

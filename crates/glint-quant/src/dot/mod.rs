@@ -316,9 +316,9 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
         match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::rows_kernel(ty),
-            // AVX-512's own where it has one (bit for bit its single-row kernel, or exact as
-            // the AVX2 kernels it falls back to are); else AVX2's, only where the single-row
-            // kernel is AVX2's too.
+            // AVX-512's own where it has one (each row the bits of this family's single-row
+            // kernel, see `avx512::rows_kernel`); else AVX2's, only where the single-row kernel
+            // is AVX2's too.
             Isa::Avx512 => avx512::rows_kernel(ty).or_else(|| {
                 avx512::kernel(ty)
                     .is_none()
