@@ -156,7 +156,9 @@ static void bench_quant(double bw) {
             // KB_KS=1,2,4,...: also time each of these warps-per-row-group splits (the default
             // is marked *), to see which one a shape wants.
             std::vector<int> kss;
-            const int ks0 = warps_per_row(s.rows, units);
+            // KB_KS0=k: the first (starred) split is k instead of the rows-only default, e.g. the
+            // backend's expert split (rows × experts a token uses), for ncu to find it first.
+            const int ks0 = getenv("KB_KS0") ? atoi(getenv("KB_KS0")) : warps_per_row(s.rows, units);
             kss.push_back(ks0);
             if (const char* e = getenv("KB_KS"))
                 for (const char* c = e; *c;) {
