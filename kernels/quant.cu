@@ -1154,6 +1154,37 @@ struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
     }
 };
 
+// Asynchronous copies global → shared (sm_80+): the loads of the next step are in flight
+// while the current one computes. 16 bytes (both addresses 16-byte aligned) or 4.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *(u32*)dst = *(const u32*)src;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N = 0>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() { cp_async_wait<0>(); }
+
 // ---- the three kernel templates --------------------------------------------------------------
 
 // Where activation row t of a row_dot call starts: consecutive rows `stride` bytes apart
@@ -1242,9 +1273,50 @@ __device__ __forceinline__ float step_sums_float(const float (&v)[4], int l8) {
     const float w1 = __fadd_rn(b1 ? w2[1] : w2[0], __shfl_xor_sync(0xffffffffu, b1 ? w2[0] : w2[1], 2));
     return __fadd_rn(w1, __shfl_xor_sync(0xffffffffu, w1, 4));
 }
-template <class W, int MAXT, class R>
+// A warp's weight bytes staged in shared memory (`stage`: MV_STAGES slots of Stage<W>::WARP
+// bytes, the warp's own), copied by cp.async MV_STAGES − 1 passes ahead of the pass being
+// summed. Without it a warp's loads of a pass came in two or three dependent rounds (the
+// compiler's order within 64-80 registers) and nothing of the next pass was in flight (ncu,
+// mmid_q4_k on an H100: 0.57 eligible warps of 4.6, two full-latency waits a pass, 55% of the
+// DRAM bandwidth). A row's pass is copied as the 16-byte chunks that cover it, so every byte
+// keeps its address mod 16 (each W:: load stays aligned) and the sums read the same bytes in
+// the same order: the same bits as without a stage.
+#define MV_STAGES 3
+template <class W>
+struct Stage {
+    enum { PASS = 32 / W::NSUB * W::TS, ROW = (PASS + 15) / 16 * 16 + 16, WARP = MV_RPW * ROW };
+    static_assert(32 / W::NSUB * W::QK == 1024, "a pass is 1024 elements of a row (the host sizes stages so)");
+};
+// Issues the copies of pass k (blocks k·BPP.., fewer at the row's end) of the warp's rows into
+// one slot: row r at r·ROW, from its first block's 16-byte boundary, by lanes 8r..8r+7 (one
+// row pointer a lane, so the loop keeps few registers).
+template <class W>
+__device__ __forceinline__ void stage_pass(u8* slot, const u8* wrow, long long row_bytes, int nr, int k, int nblocks,
+                                           int lane) {
+    constexpr int BPP = 32 / W::NSUB, CH = Stage<W>::ROW / 16;
+    const int b0 = k * BPP, len = (min(b0 + BPP, nblocks) - b0) * W::TS, r = lane >> 3;
+    const u8* g = wrow + min(r, nr - 1) * row_bytes + (long long)b0 * W::TS;
+    const u8* a0 = (const u8*)((unsigned long long)g & ~15ull);
+    const int n16 = (int)((g + len + 15 - a0) >> 4);
+    u8* dst = slot + r * Stage<W>::ROW;
+#pragma unroll
+    for (int j = 0; j < (CH + 7) / 8; ++j) {
+        const int c = (lane & 7) + 8 * j;
+        if (c < n16) cp_async16(dst + 16 * c, a0 + 16 * c);
+    }
+}
+// Where row r's block ib of pass k is read from: the weight itself, or its slot's copy.
+template <class W, bool STAGED>
+__device__ __forceinline__ const u8* pass_row(const u8* slot, const u8* wrow, long long row_bytes, int r, int k) {
+    const u8* g = wrow + r * row_bytes + (long long)k * (32 / W::NSUB) * W::TS;
+    if constexpr (!STAGED) return wrow + r * row_bytes;
+    return slot + r * Stage<W>::ROW + (int)((unsigned long long)g & 15) - (long long)k * (32 / W::NSUB) * W::TS;
+}
+
+template <class W, int MAXT, bool STAGED, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
-                                               int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
+                                               int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT],
+                                               u8* stage) {
     constexpr int BPP = 32 / W::NSUB;  // blocks a pass
     constexpr int BPS = BPP / 4;       // blocks a step
     static_assert(BPS * W::NSUB == 8, "a step is 8 lanes");
@@ -1256,14 +1328,34 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
     float mine[MAXT];
 #pragma unroll
     for (int t = 0; t < MAXT; ++t) mine[t] = 0.0f;
+    if constexpr (STAGED) {
+#pragma unroll
+        for (int s = 0; s < MV_STAGES - 1; ++s) {
+            if (k0 + s < k1) stage_pass<W>(stage + s * Stage<W>::WARP, wrow, row_bytes, nr, k0 + s, nblocks, lane);
+            cp_async_commit();
+        }
+    }
 #ifdef MV_UNROLL
     MV_UNROLL_BY(MV_UNROLL)
 #endif
     for (int k = k0; k < k1; ++k) {
         const int ibu = k * BPP + lane / W::NSUB, ib = min(ibu, nblocks - 1);
+        const u8* slot = nullptr;
+        if constexpr (STAGED) {
+            // Pass k's group is complete (every later one may still be in flight) in every
+            // lane; the slot of pass k − 1, which all lanes have left, takes pass k + S − 1.
+            cp_async_wait<MV_STAGES - 2>();
+            __syncwarp();
+            if (k + MV_STAGES - 1 < k1)
+                stage_pass<W>(stage + (k - k0 + MV_STAGES - 1) % MV_STAGES * Stage<W>::WARP, wrow, row_bytes, nr,
+                              k + MV_STAGES - 1, nblocks, lane);
+            cp_async_commit();
+            slot = stage + (k - k0) % MV_STAGES * Stage<W>::WARP;
+        }
         const u8* wr[MV_RPW];
 #pragma unroll
-        for (int r = 0; r < MV_RPW; ++r) wr[r] = wrow + min(r, nr - 1) * row_bytes + (long long)ib * W::TS;
+        for (int r = 0; r < MV_RPW; ++r)
+            wr[r] = pass_row<W, STAGED>(slot, wrow, row_bytes, min(r, nr - 1), k) + (long long)ib * W::TS;
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             const typename W::A a = W::act(arow(t), ib, sub);
@@ -1272,7 +1364,7 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
                 int2 s[MV_RPW];
 #pragma unroll
                 for (int r = 0; r < MV_RPW; ++r) s[r] = W::ints(wr[r], a, sub);
-                v = W::fin(wrow + my_row * row_bytes + (long long)ib * W::TS, a,
+                v = W::fin(pass_row<W, STAGED>(slot, wrow, row_bytes, my_row, k) + (long long)ib * W::TS, a,
                            W::HAS_MIN ? step_sums_int(s, l8) : step_sums_int_x(s, l8));
             } else {
                 float d[MV_RPW];
@@ -1290,6 +1382,8 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
             }
         }
     }
+    // No lane reads a slot any more when the next call's copies overwrite it.
+    if constexpr (STAGED) __syncwarp();
     // Row r's sums to lane 0 (store_rows, group_sum read lane 0): the first lane holding it.
 #pragma unroll
     for (int r = 0; r < MV_RPW; ++r)
@@ -1300,13 +1394,18 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
 
 template <class W, int MAXT, class R>
 __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
-                                        int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT]) {
+                                        int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT],
+                                        u8* stage = nullptr) {
 #pragma unroll
     for (int r = 0; r < MV_RPW; ++r)
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
     if constexpr (BlockSum<W>::v) {
-        row_dot_blocks<W, MAXT>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc);
+        // Two copies of the loop, so each reads its weights in one address space.
+        if (MAXT == 1 && stage)
+            row_dot_blocks<W, MAXT, MAXT == 1>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, stage);
+        else
+            row_dot_blocks<W, MAXT, false>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, nullptr);
     } else {
         // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
         // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
@@ -1404,6 +1503,22 @@ __device__ __forceinline__ void store_rows(float* __restrict__ y, const float (&
     }
 }
 
+// This warp's MV_STAGES slots when the launch gave the block enough dynamic shared memory for
+// all its warps (the host does for one token's products of the BLOCKSUM types; 0 bytes, e.g.
+// GLINT_CUDA_MV_STAGE=0, reads the weights directly), else null.
+template <class W>
+__device__ __forceinline__ u8* warp_stage() {
+    if constexpr (BlockSum<W>::v == 0) {
+        return nullptr;
+    } else {
+        extern __shared__ __align__(16) u8 mv_stage[];
+        u32 dyn;
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        const u32 per = MV_STAGES * Stage<W>::WARP;
+        return dyn >= per * blockDim.y ? mv_stage + per * threadIdx.y : nullptr;
+    }
+}
+
 // y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
 // each group computes MV_RPW consecutive rows. Several warps split a row group when there are
 // too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers); matvec_*
@@ -1422,7 +1537,8 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __res
         const int t0 = g * MAXT, nt = min(MAXT, n - t0);
         float acc[MV_RPW][MAXT];
         row_dot<W, MAXT>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
-                         r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc);
+                         r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc,
+                         MAXT == 1 ? warp_stage<W>() : nullptr);
         group_sum<MAXT>(ks, acc);
         store_rows<MAXT>(y, acc, rl, r0, rows, nt, part, [&](int t) { return t0 + t; });
     }
@@ -1450,7 +1566,7 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
         const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
         float acc[MV_RPW][1];
         row_dot<W, 1>(wrow, row_bytes, cols, ContigRows{a, act_stride}, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks,
-                      part, acc);
+                      part, acc, warp_stage<W>());
         group_sum<1>(ks, acc);
         if (part == 0 && threadIdx.x == 0) {
 #pragma unroll
@@ -2016,35 +2132,6 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
     };
     mmq_tiles(w, y, rows, n, row_bytes, (nunits + U32_STEP - 1) / U32_STEP, ks, order, tiles, n_used, x_per_slot,
               step);
-}
-
-// Asynchronous copies global → shared (sm_80+): the loads of the next step are in flight
-// while the current one computes. 16 bytes (both addresses 16-byte aligned) or 4.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-#else
-    *(uint4*)dst = *(const uint4*)src;
-#endif
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-#else
-    *(u32*)dst = *(const u32*)src;
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
 }
 
 // Q4_K and Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W::quants: the

@@ -93,6 +93,15 @@ static int warps_per_row(long long rows, long long units) {
     return ks;
 }
 
+// The backend's weight stages (crates/glint-cuda/src/quant.rs stage_bytes_per_warp): dynamic
+// shared memory for one warp of a one-token product; KB_STAGE=0 launches without (the kernel
+// then reads the weights directly), to compare in one run.
+static int stage_bytes_per_warp(const Ty& t) {
+    if (t.qk == 1 || (getenv("KB_STAGE") && !strcmp(getenv("KB_STAGE"), "0"))) return 0;
+    const int pass = 1024 / t.qk * t.ts;
+    return MV_STAGES * MV_RPW * ((pass + 15) / 16 * 16 + 16);
+}
+
 static void bench_quant(double bw) {
     Ty types[] = {
         {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, mmid_q4_k},
@@ -173,8 +182,10 @@ static void bench_quant(double bw) {
                 if (!s.pairs) {
                     int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
                     dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
+                    const int smem = stage_bytes_per_warp(t) * wb;
+                    CK(cudaFuncSetAttribute(t.matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
-                        t.matvec<<<grid, block>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
+                        t.matvec<<<grid, block, smem>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
                     });
                     touched = wbytes;
                 } else {
@@ -187,8 +198,10 @@ static void bench_quant(double bw) {
                     CK(cudaMemcpy(dids, ids.data(), 4 * s.pairs * sets, cudaMemcpyHostToDevice));
                     int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
                     dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
+                    const int smem = stage_bytes_per_warp(t) * wb;
+                    CK(cudaFuncSetAttribute(t.mmid, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
-                        t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
+                        t.mmid<<<grid, block, smem>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
                                                 s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
                     });
                     touched = row_bytes * s.rows * s.pairs;

@@ -9,9 +9,11 @@
 //! pair; the sums are the same either way. Every op checks sizes on the host and only enqueues work: nothing here waits
 //! for the device.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use glint_core::error::need;
 use glint_core::{CoreError, GgmlType, Result, StepSizes};
 
@@ -135,6 +137,10 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
 pub struct QuantState {
     act: Mutex<ActSlots>,
     group: Mutex<Option<CudaSlice<u32>>>,
+    /// The dynamic shared memory each one-token kernel may use (opted in past 48 KiB once).
+    stage_allowed: Mutex<HashMap<&'static str, usize>>,
+    /// The device's opt-in limit of shared memory per block.
+    smem_optin: OnceLock<usize>,
 }
 
 /// Quantized activations kept this many at a time.
@@ -339,12 +345,15 @@ pub(crate) fn upload_weight(
     let data = if bytes.is_empty() {
         be.zeros::<u8>("weight", 1)?
     } else {
-        // SAFETY: every byte is written by the copy right after, in stream order.
-        let mut d =
-            unsafe { be.stream.alloc::<u8>(bytes.len()) }.map_err(|e| CoreError::Device {
-                op: "allocating device memory",
-                msg: format!("weight {name}: {} bytes: {e}", bytes.len()),
-            })?;
+        // Rounded up to 16 bytes: the one-token kernels copy a row's blocks as the 16-byte
+        // chunks that cover them (kernels/quant.cu `stage_pass`), so the last chunk of the
+        // last row may reach past the tensor's end; the padding is copied, never summed.
+        // SAFETY: every byte of the tensor is written by the copy right after, in stream order.
+        let len = bytes.len().next_multiple_of(16);
+        let mut d = unsafe { be.stream.alloc::<u8>(len) }.map_err(|e| CoreError::Device {
+            op: "allocating device memory",
+            msg: format!("weight {name}: {len} bytes: {e}"),
+        })?;
         crate::staging::upload(be, bytes, &mut d)?;
         d
     };
@@ -481,6 +490,69 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
     }
 }
 
+/// Passes a warp's weight stage holds (kernels/quant.cu MV_STAGES).
+const MV_STAGES: usize = 3;
+/// Shared memory a block gets without opting in.
+const SMEM_DEFAULT: usize = 48 * 1024;
+
+/// Bytes of shared memory one warp's weight stages take in a one-token product of `ty`
+/// (kernels/quant.cu `Stage<W>`: MV_STAGES passes of 1024 elements of each of MV_RPW rows,
+/// widened to 16-byte boundaries), or 0 where the kernel reads the weights directly: the float
+/// types and Q8_1 (not summed block by block), or `GLINT_CUDA_MV_STAGE=0` (to compare; the
+/// sums are the same bits either way).
+fn stage_bytes_per_warp(ty: GgmlType) -> usize {
+    static ON: OnceLock<bool> = OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var("GLINT_CUDA_MV_STAGE").map_or(true, |v| v != "0"))
+        || ty.block_size() == 1
+        || ty == GgmlType::Q8_1
+    {
+        return 0;
+    }
+    let pass = 1024 / ty.block_size() * ty.type_size();
+    MV_STAGES * MV_RPW * (pass.next_multiple_of(16) + 16)
+}
+
+/// `grid` with the weight stages of its warps in dynamic shared memory, opting `f` in past
+/// 48 KiB; unchanged (the kernel then reads the weights directly) where the type has no stage
+/// or the device's per-block limit is smaller.
+fn with_stage(
+    be: &CudaBackend,
+    f: &CudaFunction,
+    name: &'static str,
+    ty: GgmlType,
+    mut grid: LaunchConfig,
+) -> Result<LaunchConfig> {
+    let bytes = stage_bytes_per_warp(ty) * grid.block_dim.1 as usize;
+    let st = &be.quant;
+    let optin = match st.smem_optin.get() {
+        Some(&v) => v,
+        None => {
+            let v = be
+                .ctx
+                .attribute(
+                    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                )
+                .map_err(dev("querying the CUDA device"))?;
+            *st.smem_optin
+                .get_or_init(|| (v.max(0) as usize).max(SMEM_DEFAULT))
+        }
+    };
+    if bytes == 0 || bytes > optin {
+        return Ok(grid);
+    }
+    let mut allowed = st.stage_allowed.lock().unwrap_or_else(|p| p.into_inner());
+    if bytes > SMEM_DEFAULT && allowed.get(name).is_none_or(|&b| b < bytes) {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(dev("allowing a product kernel its weight stages"))?;
+        allowed.insert(name, bytes);
+    }
+    grid.shared_mem_bytes = bytes as u32;
+    Ok(grid)
+}
+
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
@@ -556,6 +628,11 @@ pub(crate) fn matmul(
         None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
     };
     let f = be.func(Family::Quant, name)?;
+    let grid = if name == k.matvec1 {
+        with_stage(be, &f, name, w.ty, grid)?
+    } else {
+        grid
+    };
     let mut b = be.launch(&f);
     b.arg(&w.data);
     act.push(&mut b);
@@ -674,6 +751,7 @@ pub(crate) fn mul_mat_id(
         return Ok(());
     }
     let f = be.func(Family::Quant, k.mmid)?;
+    let grid = with_stage(be, &f, k.mmid, w.ty, mv_grid(rows, pairs, ks))?;
     let mut b = be.launch(&f);
     b.arg(&w.data).arg(&ids.data);
     act.push(&mut b);
@@ -688,7 +766,7 @@ pub(crate) fn mul_mat_id(
         .arg(&ks_i);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
     // y sizes are checked above.
-    unsafe { b.launch(mv_grid(rows, pairs, ks)) }.map_err(dev(OP))?;
+    unsafe { b.launch(grid) }.map_err(dev(OP))?;
     Ok(())
 }
 
