@@ -15,7 +15,8 @@
 //                      evaluated in the same order without contraction (`__fmul_rn`), so a
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
-// `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below; the Rust side
+// `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below
+// (and `STAGED_KERNEL`, for the block types, `matvec1s_<name>`); the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type. Every block type except
 // Q8_1 also has a tensor-core kernel for batches (`mmq_<name>`, the MMQ_STAGED lines at the
 // end), and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can
@@ -1521,9 +1522,10 @@ __device__ __forceinline__ u8* warp_stage() {
 
 // y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
 // each group computes MV_RPW consecutive rows. Several warps split a row group when there are
-// too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers); matvec_*
-// is matvec_tiles, MV_TOK tokens a pass; both give the same sums.
-template <class W, int MAXT>
+// too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers), matvec1s_*
+// the same with the weight stages (STAGED); matvec_* is matvec_tiles, MV_TOK tokens a pass; all
+// give the same sums.
+template <class W, int MAXT, bool STAGED = false>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
                                        int cols, int rows, int n, long long act_stride, int ks) {
     const int r0 = (blockIdx.x * (blockDim.y / ks) + threadIdx.y / ks) * MV_RPW, part = threadIdx.y % ks;
@@ -1538,7 +1540,7 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __res
         float acc[MV_RPW][MAXT];
         row_dot<W, MAXT>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
                          r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc,
-                         MAXT == 1 ? warp_stage<W>() : nullptr);
+                         STAGED ? warp_stage<W>() : nullptr);
         group_sum<MAXT>(ks, acc);
         store_rows<MAXT>(y, acc, rl, r0, rows, nt, part, [&](int t) { return t0 + t; });
     }
@@ -1566,7 +1568,7 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
         const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
         float acc[MV_RPW][1];
         row_dot<W, 1>(wrow, row_bytes, cols, ContigRows{a, act_stride}, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks,
-                      part, acc, warp_stage<W>());
+                      part, acc);
         group_sum<1>(ks, acc);
         if (part == 0 && threadIdx.x == 0) {
 #pragma unroll
@@ -1747,6 +1749,15 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
                         int cols, long long total_rows, int n) { pdl_enter();                                     \
         get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
     }
+// The staged one-token product, a kernel of its own so that matvec1_* keeps the registers it
+// needs without the stage (sharing one kernel, matvec1_q6_k went from 58 to 97 registers and
+// its unstaged path from 63% to 40% of the copy bandwidth on an H100). Block types only.
+#define STAGED_KERNEL(name, W)                                                                      \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                \
+        matvec1s_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, \
+                        int cols, int rows, int n, long long act_stride, int ks) { pdl_enter();     \
+        matvec<W, 1, true>(w, act, y, cols, rows, n, act_stride, ks);                              \
+    }
 
 QUANT_KERNELS(f32, W_f32)
 QUANT_KERNELS(f16, W_f16)
@@ -1776,6 +1787,30 @@ QUANT_KERNELS(iq3_s, W_iq3_s)
 QUANT_KERNELS(iq1_s, W_iq1_s)
 QUANT_KERNELS(iq1_m, W_iq1_m)
 QUANT_KERNELS(iq4_xs, W_iq4_xs)
+STAGED_KERNEL(q4_0, W_q4_0)
+STAGED_KERNEL(q4_1, W_q4_1)
+STAGED_KERNEL(q5_0, W_q5_0)
+STAGED_KERNEL(q5_1, W_q5_1)
+STAGED_KERNEL(q8_0, W_q8_0)
+STAGED_KERNEL(iq4_nl, W_iq4_nl)
+STAGED_KERNEL(mxfp4, W_mxfp4)
+STAGED_KERNEL(nvfp4, W_nvfp4)
+STAGED_KERNEL(q1_0, W_q1_0)
+STAGED_KERNEL(q2_k, W_q2_k)
+STAGED_KERNEL(q3_k, W_q3_k)
+STAGED_KERNEL(q4_k, W_q4_k)
+STAGED_KERNEL(q5_k, W_q5_k)
+STAGED_KERNEL(q6_k, W_q6_k)
+STAGED_KERNEL(tq1_0, W_tq1_0)
+STAGED_KERNEL(tq2_0, W_tq2_0)
+STAGED_KERNEL(iq2_xxs, W_iq2_xxs)
+STAGED_KERNEL(iq2_xs, W_iq2_xs)
+STAGED_KERNEL(iq2_s, W_iq2_s)
+STAGED_KERNEL(iq3_xxs, W_iq3_xxs)
+STAGED_KERNEL(iq3_s, W_iq3_s)
+STAGED_KERNEL(iq1_s, W_iq1_s)
+STAGED_KERNEL(iq1_m, W_iq1_m)
+STAGED_KERNEL(iq4_xs, W_iq4_xs)
 
 // ---- tensor-core products for many tokens (MMQ) ------------------------------------------------
 // y[t·rows + r] = W[r] · act[t] for many tokens: a block of 4 warps computes MMQ_BM rows ×

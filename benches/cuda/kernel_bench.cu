@@ -83,6 +83,7 @@ struct Ty {
     const char* name;
     int qk, ts, per_block, act_block, act_bytes;
     void (*matvec)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1_*
+    void (*staged)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1s_*
     void (*mmid)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
 };
 
@@ -94,22 +95,24 @@ static int warps_per_row(long long rows, long long units) {
 }
 
 // The backend's weight stages (crates/glint-cuda/src/quant.rs stage_bytes_per_warp): dynamic
-// shared memory for one warp of a one-token product; KB_STAGE=0 launches without (the kernel
-// then reads the weights directly), to compare in one run.
+// shared memory for one warp of matvec1s_*. KB_STAGE=1 times the one-token products of every
+// shape with matvec1s_* (the backend stages only from 65536 rows), unset or 0 with matvec1_*;
+// expert products are never staged.
+static bool staged() { return getenv("KB_STAGE") && !strcmp(getenv("KB_STAGE"), "1"); }
 static int stage_bytes_per_warp(const Ty& t) {
-    if (t.qk == 1 || (getenv("KB_STAGE") && !strcmp(getenv("KB_STAGE"), "0"))) return 0;
+    if (t.qk == 1 || !staged()) return 0;
     const int pass = 1024 / t.qk * t.ts;
     return MV_STAGES * MV_RPW * ((pass + 15) / 16 * 16 + 16);
 }
 
 static void bench_quant(double bw) {
     Ty types[] = {
-        {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, mmid_q4_k},
-        {"q5_K", 256, 176, 8, 256, Q8_K_BYTES, matvec1_q5_k, mmid_q5_k},
-        {"q6_K", 256, 210, 8, 256, Q8_K_BYTES, matvec1_q6_k, mmid_q6_k},
-        {"q8_0", 32, 34, 1, 32, Q8_0_BYTES, matvec1_q8_0, mmid_q8_0},
-        {"iq4_xs", 256, 136, 8, 256, Q8_K_BYTES, matvec1_iq4_xs, mmid_iq4_xs},
-        {"f32", 1, 4, 1, 1, 4, matvec1_f32, mmid_f32},
+        {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, matvec1s_q4_k, mmid_q4_k},
+        {"q5_K", 256, 176, 8, 256, Q8_K_BYTES, matvec1_q5_k, matvec1s_q5_k, mmid_q5_k},
+        {"q6_K", 256, 210, 8, 256, Q8_K_BYTES, matvec1_q6_k, matvec1s_q6_k, mmid_q6_k},
+        {"q8_0", 32, 34, 1, 32, Q8_0_BYTES, matvec1_q8_0, matvec1s_q8_0, mmid_q8_0},
+        {"iq4_xs", 256, 136, 8, 256, Q8_K_BYTES, matvec1_iq4_xs, matvec1s_iq4_xs, mmid_iq4_xs},
+        {"f32", 1, 4, 1, 1, 4, matvec1_f32, matvec1_f32, mmid_f32},
     };
     struct Shape {
         const char* what;
@@ -183,9 +186,10 @@ static void bench_quant(double bw) {
                     int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
                     dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
                     const int smem = stage_bytes_per_warp(t) * wb;
-                    CK(cudaFuncSetAttribute(t.matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+                    auto* kern = smem ? t.staged : t.matvec;
+                    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
-                        t.matvec<<<grid, block, smem>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
+                        kern<<<grid, block, smem>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
                     });
                     touched = wbytes;
                 } else {
@@ -198,10 +202,8 @@ static void bench_quant(double bw) {
                     CK(cudaMemcpy(dids, ids.data(), 4 * s.pairs * sets, cudaMemcpyHostToDevice));
                     int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
                     dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
-                    const int smem = stage_bytes_per_warp(t) * wb;
-                    CK(cudaFuncSetAttribute(t.mmid, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
-                        t.mmid<<<grid, block, smem>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
+                        t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
                                                 s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
                     });
                     touched = row_bytes * s.rows * s.pairs;

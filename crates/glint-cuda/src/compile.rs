@@ -7,8 +7,8 @@
 //! table, shared with the CPU kernels.
 //!
 //! quant.cu is most of the work (a template instance per weight type and kernel kind), so it is
-//! compiled as [`QUANT_PARTS`] programs, each with every [`QUANT_PARTS`]-th `QUANT_KERNELS(..)`
-//! line of the file (and all its other kernels, which are small), and [`compile_all`] runs the
+//! compiled as [`QUANT_PARTS`] programs, each with every [`QUANT_PARTS`]-th kernel line
+//! of the file (and all its other kernels, which are small), and [`compile_all`] runs the
 //! programs of every family on as many threads as the machine has: a first start on a 16-core
 //! GPU host compiles in a fraction of the time one program takes.
 //!
@@ -78,8 +78,8 @@ impl Family {
     }
 
     /// The text NVRTC compiles for program `part` of [`Family::parts`]: [`Family::source`]
-    /// with, for quant.cu, only the `QUANT_KERNELS(..)` and `MMQ_STAGED(..)` lines whose index
-    /// is `part` modulo the part count.
+    /// with, for quant.cu, only the `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` and `MMQ_STAGED(..)`
+    /// lines whose index is `part` modulo the part count.
     pub fn part_source(self, part: usize) -> String {
         let n = self.parts();
         if n == 1 {
@@ -181,9 +181,11 @@ fn include_paths() -> Vec<String> {
 }
 
 /// A quant.cu line that [`Family::part_source`] gives to one program only: a type's
-/// `QUANT_KERNELS(..)` or `MMQ_STAGED(..)` line.
+/// `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` or `MMQ_STAGED(..)` line.
 fn is_shared_line(l: &str) -> bool {
-    l.starts_with("QUANT_KERNELS(") || l.starts_with("MMQ_STAGED(")
+    l.starts_with("QUANT_KERNELS(")
+        || l.starts_with("STAGED_KERNEL(")
+        || l.starts_with("MMQ_STAGED(")
 }
 
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -398,7 +400,8 @@ fn store(path: &std::path::Path, bytes: &[u8]) {
 mod tests {
     use super::*;
 
-    /// quant.cu's programs together hold each `QUANT_KERNELS(..)`/`MMQ_STAGED(..)` line once, and everything
+    /// quant.cu's programs together hold each kernel line (`QUANT_KERNELS(..)`, `STAGED_KERNEL(..)`,
+    /// `MMQ_STAGED(..)`) once, and everything
     /// else of the file in each.
     #[test]
     fn quant_parts_split_the_kernel_lines() {

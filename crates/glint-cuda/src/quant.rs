@@ -27,6 +27,8 @@ pub(crate) struct Kind {
     pub matvec: &'static str,
     /// The same sums for one token, with fewer registers.
     pub matvec1: &'static str,
+    /// `matvec1` with its weights staged in shared memory (`with_stage`); the block types only.
+    pub matvec1s: Option<&'static str>,
     pub mmid: &'static str,
     pub get_rows: &'static str,
     /// The activation format of `matvec` / `mmid` (F32: the activation as is).
@@ -44,6 +46,17 @@ macro_rules! mmq_name {
     };
 }
 
+/// The types with a tensor-core kernel are the block types summed block by block, which also
+/// have a staged one-token kernel (kernels/quant.cu `STAGED_KERNEL`).
+macro_rules! staged_name {
+    ($name:literal) => {
+        None
+    };
+    ($name:literal mmq) => {
+        Some(concat!("matvec1s_", $name))
+    };
+}
+
 macro_rules! kinds {
     ($($ty:ident => $name:literal, $partner:ident $(, $mmq:ident)?;)*) => {
         /// Each supported weight type is one row; kernels/quant.cu's `QUANT_KERNELS(name, ..)`
@@ -56,6 +69,7 @@ macro_rules! kinds {
             ty: GgmlType::$ty,
             matvec: concat!("matvec_", $name),
             matvec1: concat!("matvec1_", $name),
+            matvec1s: staged_name!($name $($mmq)?),
             mmid: concat!("mmid_", $name),
             get_rows: concat!("get_rows_", $name),
             partner: GgmlType::$partner,
@@ -137,7 +151,7 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
 pub struct QuantState {
     act: Mutex<ActSlots>,
     group: Mutex<Option<CudaSlice<u32>>>,
-    /// The dynamic shared memory each one-token kernel may use (opted in past 48 KiB once).
+    /// The dynamic shared memory each staged kernel may use (opted in past 48 KiB once).
     stage_allowed: Mutex<HashMap<&'static str, usize>>,
     /// The device's opt-in limit of shared memory per block.
     smem_optin: OnceLock<usize>,
@@ -495,33 +509,45 @@ const MV_STAGES: usize = 3;
 /// Shared memory a block gets without opting in.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
-/// Bytes of shared memory one warp's weight stages take in a one-token product of `ty`
-/// (kernels/quant.cu `Stage<W>`: MV_STAGES passes of 1024 elements of each of MV_RPW rows,
-/// widened to 16-byte boundaries), or 0 where the kernel reads the weights directly: the float
-/// types and Q8_1 (not summed block by block), or `GLINT_CUDA_MV_STAGE=0` (to compare; the
-/// sums are the same bits either way).
-fn stage_bytes_per_warp(ty: GgmlType) -> usize {
-    static ON: OnceLock<bool> = OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var("GLINT_CUDA_MV_STAGE").map_or(true, |v| v != "0"))
-        || ty.block_size() == 1
-        || ty == GgmlType::Q8_1
-    {
-        return 0;
+/// Weight rows from which a one-token product stages its weights by default: the output head
+/// (154,880 rows in GLM-5) and nothing else of the model. Measured on an H100 (docs/
+/// performance.md, "Weight stages in shared memory"): the Q6_K head went from 53-66% to 91% of
+/// the copy bandwidth, while products of a few thousand rows (one wave of blocks or a little
+/// more) lost 2-15% to the stage's smaller occupancy.
+const STAGE_MIN_ROWS: usize = 65536;
+
+/// Whether a one-token product of `rows` rows stages its weights: by default from
+/// STAGE_MIN_ROWS rows; `GLINT_CUDA_MV_STAGE=0` never, `=all` always (to compare; the sums are
+/// the same bits either way).
+fn stages(rows: usize) -> bool {
+    static MODE: OnceLock<Option<bool>> = OnceLock::new();
+    match MODE.get_or_init(|| match std::env::var("GLINT_CUDA_MV_STAGE").as_deref() {
+        Ok("0") => Some(false),
+        Ok("all") => Some(true),
+        _ => None,
+    }) {
+        Some(on) => *on,
+        None => rows >= STAGE_MIN_ROWS,
     }
+}
+
+/// Bytes of shared memory one warp's weight stages take in a one-token product of a block
+/// type `ty` (kernels/quant.cu `Stage<W>`: MV_STAGES passes of 1024 elements of each of
+/// MV_RPW rows, widened to 16-byte boundaries).
+fn stage_bytes_per_warp(ty: GgmlType) -> usize {
     let pass = 1024 / ty.block_size() * ty.type_size();
     MV_STAGES * MV_RPW * (pass.next_multiple_of(16) + 16)
 }
 
-/// `grid` with the weight stages of its warps in dynamic shared memory, opting `f` in past
-/// 48 KiB; unchanged (the kernel then reads the weights directly) where the type has no stage
-/// or the device's per-block limit is smaller.
+/// The staged kernel `name` of type `ty` and `grid` with its warps' stages in dynamic shared
+/// memory, opting the kernel in past 48 KiB; None (run the unstaged one) where the device's
+/// per-block limit is smaller.
 fn with_stage(
     be: &CudaBackend,
-    f: &CudaFunction,
     name: &'static str,
     ty: GgmlType,
     mut grid: LaunchConfig,
-) -> Result<LaunchConfig> {
+) -> Result<Option<(CudaFunction, LaunchConfig)>> {
     let bytes = stage_bytes_per_warp(ty) * grid.block_dim.1 as usize;
     let st = &be.quant;
     let optin = match st.smem_optin.get() {
@@ -537,9 +563,10 @@ fn with_stage(
                 .get_or_init(|| (v.max(0) as usize).max(SMEM_DEFAULT))
         }
     };
-    if bytes == 0 || bytes > optin {
-        return Ok(grid);
+    if bytes > optin {
+        return Ok(None);
     }
+    let f = be.func(Family::Quant, name)?;
     let mut allowed = st.stage_allowed.lock().unwrap_or_else(|p| p.into_inner());
     if bytes > SMEM_DEFAULT && allowed.get(name).is_none_or(|&b| b < bytes) {
         f.set_attribute(
@@ -550,7 +577,7 @@ fn with_stage(
         allowed.insert(name, bytes);
     }
     grid.shared_mem_bytes = bytes as u32;
-    Ok(grid)
+    Ok(Some((f, grid)))
 }
 
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
@@ -627,11 +654,13 @@ pub(crate) fn matmul(
         None if n == 1 => (k.matvec1, mv_grid(rows, 1, ks)),
         None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
     };
-    let f = be.func(Family::Quant, name)?;
-    let grid = if name == k.matvec1 {
-        with_stage(be, &f, name, w.ty, grid)?
-    } else {
-        grid
+    let staged = match k.matvec1s {
+        Some(s) if name == k.matvec1 && stages(rows) => with_stage(be, s, w.ty, grid)?,
+        _ => None,
+    };
+    let (f, grid) = match staged {
+        Some(fg) => fg,
+        None => (be.func(Family::Quant, name)?, grid),
     };
     let mut b = be.launch(&f);
     b.arg(&w.data);
@@ -751,7 +780,6 @@ pub(crate) fn mul_mat_id(
         return Ok(());
     }
     let f = be.func(Family::Quant, k.mmid)?;
-    let grid = with_stage(be, &f, k.mmid, w.ty, mv_grid(rows, pairs, ks))?;
     let mut b = be.launch(&f);
     b.arg(&w.data).arg(&ids.data);
     act.push(&mut b);
@@ -766,7 +794,7 @@ pub(crate) fn mul_mat_id(
         .arg(&ks_i);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
     // y sizes are checked above.
-    unsafe { b.launch(grid) }.map_err(dev(OP))?;
+    unsafe { b.launch(mv_grid(rows, pairs, ks)) }.map_err(dev(OP))?;
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //! for F32, F16, BF16 and Q8_1; a batch's rows bit-identical to each token alone),
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
-//! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone.
+//! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone;
+//! a head-sized one-token product (staged weights) has the bits of the unstaged batch kernel.
 //! Needs a GPU.
 #![cfg(feature = "cuda")]
 
@@ -639,5 +640,73 @@ fn assert_token_alone(
             b.to_bits(),
             "{what}: token {t} element {i}: alone {a}, in the batch {b}"
         );
+    }
+}
+
+/// A one-token product of at least 65,536 rows (the output head) stages its weights in shared
+/// memory (`matvec1s_*`, crates/glint-cuda/src/quant.rs `stages`): for every block type, on a
+/// ragged row count and a row that ends inside a 1024-element pass, it agrees with the CPU
+/// backend and gives the bits of the unstaged batched kernel (`matvec_*`, three tokens).
+#[test]
+fn staged_products_match_the_cpu_backend_and_the_unstaged_bits() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x5eed_57a6);
+    let rows = 65536 + 3;
+    for &ty in GgmlType::ALL {
+        if ty.block_size() == 1
+            || ty == GgmlType::Q8_1
+            || glint_quant::traits(ty).vec_dot_type.is_none()
+        {
+            continue;
+        }
+        let cols = 1024 + ty.block_size().max(256);
+        let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+        let wb = weight_bytes(&mut rng, ty, cols * rows);
+        let wc = cuda
+            .upload_weight("head", ty, &[cols, rows], Cow::Borrowed(&wb))
+            .expect("cuda upload");
+        let wcpu = cpu
+            .upload_weight("head", ty, &[cols, rows], Cow::Borrowed(&wb))
+            .expect("cpu upload");
+        let n = 3;
+        let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
+        let mut want = vec![0.0f32; rows];
+        cpu.matmul(&wcpu, &x[..cols].to_vec(), 1, &mut want)
+            .expect("cpu matmul");
+        let x1 = cuda.upload(&x[..cols]).unwrap();
+        let mut y1 = cuda.alloc(rows).unwrap();
+        cuda.matmul(&wc, &x1, 1, &mut y1).expect("cuda matmul");
+        let mut got = vec![0.0f32; rows];
+        cuda.download(&y1, &mut got).unwrap();
+        let tol: Vec<f64> = (0..rows)
+            .map(|r| {
+                tolerance(
+                    ty,
+                    cols,
+                    abs_terms(ty, &wb[r * row_bytes..(r + 1) * row_bytes], &x[..cols]),
+                )
+            })
+            .collect();
+        check_close(
+            &format!("{ty} staged matmul {cols}x{rows}"),
+            &got,
+            &want,
+            &tol,
+        );
+        let xn = cuda.upload(&x).unwrap();
+        let mut yn = cuda.alloc(n * rows).unwrap();
+        cuda.matmul(&wc, &xn, n, &mut yn)
+            .expect("cuda matmul, 3 tokens");
+        let mut batch = vec![0.0f32; n * rows];
+        cuda.download(&yn, &mut batch).unwrap();
+        for (r, (a, b)) in got.iter().zip(&batch[..rows]).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{ty} {cols}x{rows} row {r}: staged {a}, unstaged batch {b}"
+            );
+        }
+        eprintln!("{ty}: staged ok");
     }
 }
