@@ -1,7 +1,7 @@
+#!/usr/bin/env bash
 # The exact commands of the 2026-12-05 (fourth session) device calls: run from the repository
 # root on the GPU machine with device-pack/ holding bin.tar.xz (scripts/cuda-build.sh's device-bin/, tar -cJf)
 # and, for F and H, glint-base.xz (the baseline glint binary, xz); $OUT is where logs go.
-#!/usr/bin/env bash
 # Device call F (2026-12-05 fourth session): all CUDA tests on d00d263's attention; kernel bench
 # mla (ab958db vs now), quant with MV_UNROLL 1/2 and splits; ncu of mmid_q4_k; decode bench
 # b7d696b vs now, 3+2 and 3+4 at depth 0 and 16384.
