@@ -16,7 +16,7 @@
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
 // `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below
-// (and `STAGED_KERNEL`, for the block types, `matvec1s_<name>`); the Rust side
+// (and `STAGED_KERNEL`, for the block types, `matvec1s_<name>` and `mmids_<name>`); the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type. Every block type except
 // Q8_1 also has a tensor-core kernel for batches (`mmq_<name>`, the MMQ_STAGED lines at the
 // end), and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can
@@ -1274,9 +1274,9 @@ __device__ __forceinline__ float step_sums_float(const float (&v)[4], int l8) {
     const float w1 = __fadd_rn(b1 ? w2[1] : w2[0], __shfl_xor_sync(0xffffffffu, b1 ? w2[0] : w2[1], 2));
     return __fadd_rn(w1, __shfl_xor_sync(0xffffffffu, w1, 4));
 }
-// A warp's weight bytes staged in shared memory (`stage`: MV_STAGES slots of Stage<W>::WARP
-// bytes, the warp's own), copied by cp.async MV_STAGES − 1 passes ahead of the pass being
-// summed. Without it a warp's loads of a pass came in two or three dependent rounds (the
+// A warp's weight bytes staged in shared memory (`stage`: NS slots of Stage<W>::WARP bytes,
+// the warp's own; MV_STAGES = 3 for matvec1s_*, 2 for mmids_*), copied by cp.async NS − 1
+// passes ahead of the pass being summed. Without it a warp's loads of a pass came in two or three dependent rounds (the
 // compiler's order within 64-80 registers) and nothing of the next pass was in flight (ncu,
 // mmid_q4_k on an H100: 0.57 eligible warps of 4.6, two full-latency waits a pass, 55% of the
 // DRAM bandwidth). A row's pass is copied as the 16-byte chunks that cover it, so every byte
@@ -1307,14 +1307,14 @@ __device__ __forceinline__ void stage_pass(u8* slot, const u8* wrow, long long r
     }
 }
 // Where row r's block ib of pass k is read from: the weight itself, or its slot's copy.
-template <class W, bool STAGED>
+template <class W, int NS>
 __device__ __forceinline__ const u8* pass_row(const u8* slot, const u8* wrow, long long row_bytes, int r, int k) {
     const u8* g = wrow + r * row_bytes + (long long)k * (32 / W::NSUB) * W::TS;
-    if constexpr (!STAGED) return wrow + r * row_bytes;
+    if constexpr (NS == 0) return wrow + r * row_bytes;
     return slot + r * Stage<W>::ROW + (int)((unsigned long long)g & 15) - (long long)k * (32 / W::NSUB) * W::TS;
 }
 
-template <class W, int MAXT, bool STAGED, class R>
+template <class W, int MAXT, int NS, class R>
 __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                                int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT],
                                                u8* stage) {
@@ -1329,9 +1329,10 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
     float mine[MAXT];
 #pragma unroll
     for (int t = 0; t < MAXT; ++t) mine[t] = 0.0f;
-    if constexpr (STAGED) {
+    static_assert(NS == 0 || NS >= 2, "a stage is summed while the next ones load");
+    if constexpr (NS > 0) {
 #pragma unroll
-        for (int s = 0; s < MV_STAGES - 1; ++s) {
+        for (int s = 0; s < NS - 1; ++s) {
             if (k0 + s < k1) stage_pass<W>(stage + s * Stage<W>::WARP, wrow, row_bytes, nr, k0 + s, nblocks, lane);
             cp_async_commit();
         }
@@ -1342,21 +1343,21 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
     for (int k = k0; k < k1; ++k) {
         const int ibu = k * BPP + lane / W::NSUB, ib = min(ibu, nblocks - 1);
         const u8* slot = nullptr;
-        if constexpr (STAGED) {
+        if constexpr (NS > 0) {
             // Pass k's group is complete (every later one may still be in flight) in every
-            // lane; the slot of pass k − 1, which all lanes have left, takes pass k + S − 1.
-            cp_async_wait<MV_STAGES - 2>();
+            // lane; the slot of pass k − 1, which all lanes have left, takes pass k + NS − 1.
+            cp_async_wait<NS - 2>();
             __syncwarp();
-            if (k + MV_STAGES - 1 < k1)
-                stage_pass<W>(stage + (k - k0 + MV_STAGES - 1) % MV_STAGES * Stage<W>::WARP, wrow, row_bytes, nr,
-                              k + MV_STAGES - 1, nblocks, lane);
+            if (k + NS - 1 < k1)
+                stage_pass<W>(stage + (k - k0 + NS - 1) % NS * Stage<W>::WARP, wrow, row_bytes, nr, k + NS - 1,
+                              nblocks, lane);
             cp_async_commit();
-            slot = stage + (k - k0) % MV_STAGES * Stage<W>::WARP;
+            slot = stage + (k - k0) % NS * Stage<W>::WARP;
         }
         const u8* wr[MV_RPW];
 #pragma unroll
         for (int r = 0; r < MV_RPW; ++r)
-            wr[r] = pass_row<W, STAGED>(slot, wrow, row_bytes, min(r, nr - 1), k) + (long long)ib * W::TS;
+            wr[r] = pass_row<W, NS>(slot, wrow, row_bytes, min(r, nr - 1), k) + (long long)ib * W::TS;
 #pragma unroll
         for (int t = 0; t < MAXT; ++t) {
             const typename W::A a = W::act(arow(t), ib, sub);
@@ -1365,7 +1366,7 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
                 int2 s[MV_RPW];
 #pragma unroll
                 for (int r = 0; r < MV_RPW; ++r) s[r] = W::ints(wr[r], a, sub);
-                v = W::fin(pass_row<W, STAGED>(slot, wrow, row_bytes, my_row, k) + (long long)ib * W::TS, a,
+                v = W::fin(pass_row<W, NS>(slot, wrow, row_bytes, my_row, k) + (long long)ib * W::TS, a,
                            W::HAS_MIN ? step_sums_int(s, l8) : step_sums_int_x(s, l8));
             } else {
                 float d[MV_RPW];
@@ -1384,7 +1385,7 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
         }
     }
     // No lane reads a slot any more when the next call's copies overwrite it.
-    if constexpr (STAGED) __syncwarp();
+    if constexpr (NS > 0) __syncwarp();
     // Row r's sums to lane 0 (store_rows, group_sum read lane 0): the first lane holding it.
 #pragma unroll
     for (int r = 0; r < MV_RPW; ++r)
@@ -1393,7 +1394,7 @@ __device__ __forceinline__ void row_dot_blocks(const u8* __restrict__ wrow, long
             acc[r][t] = __shfl_sync(0xffffffffu, mine[t], W::BLOCKSUM == 1 ? 2 * r : r);
 }
 
-template <class W, int MAXT, class R>
+template <class W, int MAXT, int NS = 0, class R>
 __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long row_bytes, int cols, R arow,
                                         int nt, int nr, int ks, int part, float (&acc)[MV_RPW][MAXT],
                                         u8* stage = nullptr) {
@@ -1403,10 +1404,10 @@ __device__ __forceinline__ void row_dot(const u8* __restrict__ wrow, long long r
         for (int t = 0; t < MAXT; ++t) acc[r][t] = 0.0f;
     if constexpr (BlockSum<W>::v) {
         // Two copies of the loop, so each reads its weights in one address space.
-        if (MAXT == 1 && stage)
-            row_dot_blocks<W, MAXT, MAXT == 1>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, stage);
+        if (NS > 0 && stage)
+            row_dot_blocks<W, MAXT, NS>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, stage);
         else
-            row_dot_blocks<W, MAXT, false>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, nullptr);
+            row_dot_blocks<W, MAXT, 0>(wrow, row_bytes, cols, arow, nt, nr, ks, part, acc, nullptr);
     } else {
         // The split types with MAXT > 1 compute every t < MAXT (arow must give valid rows up to
         // MAXT; the caller keeps the first nt): with no condition on t or r, the compiler loads and
@@ -1504,10 +1505,9 @@ __device__ __forceinline__ void store_rows(float* __restrict__ y, const float (&
     }
 }
 
-// This warp's MV_STAGES slots when the launch gave the block enough dynamic shared memory for
-// all its warps (the host does for one token's products of the BLOCKSUM types; 0 bytes, e.g.
-// GLINT_CUDA_MV_STAGE=0, reads the weights directly), else null.
-template <class W>
+// This warp's NS slots when the launch gave the block enough dynamic shared memory for all its
+// warps (the host does for matvec1s_* and mmids_*), else null (the weights are read directly).
+template <class W, int NS>
 __device__ __forceinline__ u8* warp_stage() {
     if constexpr (BlockSum<W>::v == 0) {
         return nullptr;
@@ -1515,7 +1515,7 @@ __device__ __forceinline__ u8* warp_stage() {
         extern __shared__ __align__(16) u8 mv_stage[];
         u32 dyn;
         asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-        const u32 per = MV_STAGES * Stage<W>::WARP;
+        const u32 per = NS * Stage<W>::WARP;
         return dyn >= per * blockDim.y ? mv_stage + per * threadIdx.y : nullptr;
     }
 }
@@ -1523,9 +1523,9 @@ __device__ __forceinline__ u8* warp_stage() {
 // y[t·rows + r] = W[r] · act[t] for t < n. A block holds blockDim.y warps in groups of `ks`;
 // each group computes MV_RPW consecutive rows. Several warps split a row group when there are
 // too few rows to fill the GPU. matvec1_* is this with MAXT = 1 (fewer registers), matvec1s_*
-// the same with the weight stages (STAGED); matvec_* is matvec_tiles, MV_TOK tokens a pass; all
+// the same with NS = MV_STAGES weight stages; matvec_* is matvec_tiles, MV_TOK tokens a pass; all
 // give the same sums.
-template <class W, int MAXT, bool STAGED = false>
+template <class W, int MAXT, int NS = 0>
 __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,
                                        int cols, int rows, int n, long long act_stride, int ks) {
     const int r0 = (blockIdx.x * (blockDim.y / ks) + threadIdx.y / ks) * MV_RPW, part = threadIdx.y % ks;
@@ -1538,17 +1538,17 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ w, const u8* __res
     for (int g = blockIdx.y; g < groups; g += gridDim.y) {
         const int t0 = g * MAXT, nt = min(MAXT, n - t0);
         float acc[MV_RPW][MAXT];
-        row_dot<W, MAXT>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
-                         r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc,
-                         STAGED ? warp_stage<W>() : nullptr);
+        row_dot<W, MAXT, NS>(wrow, row_bytes, cols, ContigRows{act + (long long)t0 * act_stride, act_stride},
+                             r0 < rows ? nt : 0, min(MV_RPW, rows - rl), ks, part, acc,
+                             NS ? warp_stage<W, NS>() : nullptr);
         group_sum<MAXT>(ks, acc);
         store_rows<MAXT>(y, acc, rl, r0, rows, nt, part, [&](int t) { return t0 + t; });
     }
 }
 
 // y[p·rows + r] = W[ids[p]][r] · act[x_per_slot ? p : p / n_used] for pairs p < n_pairs; row
-// groups as in matvec.
-template <class W>
+// groups as in matvec; mmids_* with NS = 2 weight stages.
+template <class W, int NS = 0>
 __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __restrict__ ids,
                                      const u8* __restrict__ act, float* __restrict__ y, int cols, int rows,
                                      int n_slices, int n_used, int n_pairs, int x_per_slot, long long act_stride,
@@ -1567,8 +1567,8 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
         const u8* wrow = w + ((long long)e * rows + rl) * row_bytes;
         const u8* a = act + (long long)(x_per_slot ? p : p / n_used) * act_stride;
         float acc[MV_RPW][1];
-        row_dot<W, 1>(wrow, row_bytes, cols, ContigRows{a, act_stride}, r0 < rows ? 1 : 0, min(MV_RPW, rows - rl), ks,
-                      part, acc);
+        row_dot<W, 1, NS>(wrow, row_bytes, cols, ContigRows{a, act_stride}, r0 < rows ? 1 : 0,
+                          min(MV_RPW, rows - rl), ks, part, acc, NS ? warp_stage<W, NS>() : nullptr);
         group_sum<1>(ks, acc);
         if (part == 0 && threadIdx.x == 0) {
 #pragma unroll
@@ -1749,14 +1749,23 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
                         int cols, long long total_rows, int n) { pdl_enter();                                     \
         get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
     }
-// The staged one-token product, a kernel of its own so that matvec1_* keeps the registers it
-// needs without the stage (sharing one kernel, matvec1_q6_k went from 58 to 97 registers and
-// its unstaged path from 63% to 40% of the copy bandwidth on an H100). Block types only.
+// The staged one-token products, kernels of their own so that matvec1_* and mmid_* keep the
+// registers they need without a stage (sharing one kernel, matvec1_q6_k went from 58 to 97
+// registers and its unstaged path from 63% to 40% of the copy bandwidth on an H100). Block
+// types only. mmids_* (one warp a row group, blocks of MV_ROWS warps) has two stages and at
+// most 64 registers, so 8 blocks fit an SM and one token's 8 experts × 2048 rows are one wave
+// of blocks (with 80 registers and three stages, 1.29 waves: the second a third full).
 #define STAGED_KERNEL(name, W)                                                                      \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                \
         matvec1s_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, \
                         int cols, int rows, int n, long long act_stride, int ks) { pdl_enter();     \
-        matvec<W, 1, true>(w, act, y, cols, rows, n, act_stride, ks);                              \
+        matvec<W, 1, MV_STAGES>(w, act, y, cols, rows, n, act_stride, ks);                         \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * MV_ROWS, 8)                                   \
+        mmids_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
+                     float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
+                     int x_per_slot, long long act_stride, int ks) { pdl_enter();                   \
+        mmid<W, 2>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks); \
     }
 
 QUANT_KERNELS(f32, W_f32)

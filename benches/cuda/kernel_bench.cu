@@ -85,6 +85,7 @@ struct Ty {
     void (*matvec)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1_*
     void (*staged)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1s_*
     void (*mmid)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
+    void (*mmids)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
 };
 
 static int warps_per_row(long long rows, long long units) {
@@ -99,20 +100,22 @@ static int warps_per_row(long long rows, long long units) {
 // shape with matvec1s_* (the backend stages only from 65536 rows), unset or 0 with matvec1_*;
 // expert products are never staged.
 static bool staged() { return getenv("KB_STAGE") && !strcmp(getenv("KB_STAGE"), "1"); }
-static int stage_bytes_per_warp(const Ty& t) {
-    if (t.qk == 1 || !staged()) return 0;
+static int stage_bytes_per_warp(const Ty& t, int stages = MV_STAGES) {
+    if (t.qk == 1) return 0;
     const int pass = 1024 / t.qk * t.ts;
-    return MV_STAGES * MV_RPW * ((pass + 15) / 16 * 16 + 16);
+    return stages * MV_RPW * ((pass + 15) / 16 * 16 + 16);
 }
+// KB_MMID_STAGE=1: the expert products at one warp a row group also with mmids_* (two stages).
+static bool mmid_staged() { return getenv("KB_MMID_STAGE") && !strcmp(getenv("KB_MMID_STAGE"), "1"); }
 
 static void bench_quant(double bw) {
     Ty types[] = {
-        {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, matvec1s_q4_k, mmid_q4_k},
-        {"q5_K", 256, 176, 8, 256, Q8_K_BYTES, matvec1_q5_k, matvec1s_q5_k, mmid_q5_k},
-        {"q6_K", 256, 210, 8, 256, Q8_K_BYTES, matvec1_q6_k, matvec1s_q6_k, mmid_q6_k},
-        {"q8_0", 32, 34, 1, 32, Q8_0_BYTES, matvec1_q8_0, matvec1s_q8_0, mmid_q8_0},
-        {"iq4_xs", 256, 136, 8, 256, Q8_K_BYTES, matvec1_iq4_xs, matvec1s_iq4_xs, mmid_iq4_xs},
-        {"f32", 1, 4, 1, 1, 4, matvec1_f32, matvec1_f32, mmid_f32},
+        {"q4_K", 256, 144, 8, 256, Q8_K_BYTES, matvec1_q4_k, matvec1s_q4_k, mmid_q4_k, mmids_q4_k},
+        {"q5_K", 256, 176, 8, 256, Q8_K_BYTES, matvec1_q5_k, matvec1s_q5_k, mmid_q5_k, mmids_q5_k},
+        {"q6_K", 256, 210, 8, 256, Q8_K_BYTES, matvec1_q6_k, matvec1s_q6_k, mmid_q6_k, mmids_q6_k},
+        {"q8_0", 32, 34, 1, 32, Q8_0_BYTES, matvec1_q8_0, matvec1s_q8_0, mmid_q8_0, mmids_q8_0},
+        {"iq4_xs", 256, 136, 8, 256, Q8_K_BYTES, matvec1_iq4_xs, matvec1s_iq4_xs, mmid_iq4_xs, mmids_iq4_xs},
+        {"f32", 1, 4, 1, 1, 4, matvec1_f32, matvec1_f32, mmid_f32, mmid_f32},
     };
     struct Shape {
         const char* what;
@@ -185,7 +188,7 @@ static void bench_quant(double bw) {
                 if (!s.pairs) {
                     int wb = std::max(MV_ROWS, ks), per = MV_RPW * (wb / ks);
                     dim3 grid((s.rows + per - 1) / per, 1), block(32, wb);
-                    const int smem = stage_bytes_per_warp(t) * wb;
+                    const int smem = staged() ? stage_bytes_per_warp(t) * wb : 0;
                     auto* kern = smem ? t.staged : t.matvec;
                     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
@@ -207,6 +210,16 @@ static void bench_quant(double bw) {
                                                 s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
                     });
                     touched = row_bytes * s.rows * s.pairs;
+                    if (mmid_staged() && ks == 1 && t.qk != 1) {
+                        const int smem = stage_bytes_per_warp(t, 2) * wb;
+                        const float us2 = time_us([&](int i) {
+                            t.mmids<<<grid, block, smem>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act,
+                                                           y, s.cols, s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
+                        });
+                        CK(cudaGetLastError());
+                        const double g2 = touched / (us2 * 1e-6) / 1e9;
+                        printf("%-8s %-26s %3ds %10.2f %10.1f %6.1f%%\n", t.name, s.what, ks, us2, g2, 100.0 * g2 / bw);
+                    }
                     CK(cudaFree(dids));
                 }
                 CK(cudaGetLastError());

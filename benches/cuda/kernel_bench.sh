@@ -6,7 +6,8 @@
 # see which phase its time goes to. KB_TYPES / KB_KS narrow the quant types and sweep the
 # warps per row group, KB_SHAPES=ffn_gate,exp keeps the shapes naming a word, KB_KEYS=4,2048 the
 # attention key counts (kernel_bench.cu); KB_NVCC_FLAGS adds defines, e.g. -DMV_UNROLL=2;
-# KB_STAGE=1 times every one-token product with its shared-memory weight stages (matvec1s_*).
+# KB_STAGE=1 times every one-token product with its shared-memory weight stages (matvec1s_*),
+# KB_MMID_STAGE=1 adds the expert products with two stages (mmids_*, one warp a row group: ks 1).
 set -euo pipefail
 cd "$(dirname "$0")"
 [ -e src/quant.cu ] || { echo "run the kernel_source example first (see above)" >&2; exit 2; }

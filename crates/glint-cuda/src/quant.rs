@@ -29,6 +29,8 @@ pub(crate) struct Kind {
     pub matvec1: &'static str,
     /// `matvec1` with its weights staged in shared memory (`with_stage`); the block types only.
     pub matvec1s: Option<&'static str>,
+    /// `mmid` with two weight stages, for one warp a row group (`GLINT_CUDA_MMID_STAGE=1`).
+    pub mmids: Option<&'static str>,
     pub mmid: &'static str,
     pub get_rows: &'static str,
     /// The activation format of `matvec` / `mmid` (F32: the activation as is).
@@ -49,11 +51,11 @@ macro_rules! mmq_name {
 /// The types with a tensor-core kernel are the block types summed block by block, which also
 /// have a staged one-token kernel (kernels/quant.cu `STAGED_KERNEL`).
 macro_rules! staged_name {
-    ($name:literal) => {
+    ($prefix:literal $name:literal) => {
         None
     };
-    ($name:literal mmq) => {
-        Some(concat!("matvec1s_", $name))
+    ($prefix:literal $name:literal mmq) => {
+        Some(concat!($prefix, $name))
     };
 }
 
@@ -69,7 +71,8 @@ macro_rules! kinds {
             ty: GgmlType::$ty,
             matvec: concat!("matvec_", $name),
             matvec1: concat!("matvec1_", $name),
-            matvec1s: staged_name!($name $($mmq)?),
+            matvec1s: staged_name!("matvec1s_" $name $($mmq)?),
+            mmids: staged_name!("mmids_" $name $($mmq)?),
             mmid: concat!("mmid_", $name),
             get_rows: concat!("get_rows_", $name),
             partner: GgmlType::$partner,
@@ -531,12 +534,23 @@ fn stages(rows: usize) -> bool {
     }
 }
 
-/// Bytes of shared memory one warp's weight stages take in a one-token product of a block
-/// type `ty` (kernels/quant.cu `Stage<W>`: MV_STAGES passes of 1024 elements of each of
-/// MV_RPW rows, widened to 16-byte boundaries).
-fn stage_bytes_per_warp(ty: GgmlType) -> usize {
+/// Bytes of shared memory one warp's `stages` weight stages take in a one-token product of a
+/// block type `ty` (kernels/quant.cu `Stage<W>`: passes of 1024 elements of each of MV_RPW
+/// rows, widened to 16-byte boundaries).
+fn stage_bytes_per_warp(ty: GgmlType, stages: usize) -> usize {
     let pass = 1024 / ty.block_size() * ty.type_size();
-    MV_STAGES * MV_RPW * (pass.next_multiple_of(16) + 16)
+    stages * MV_RPW * (pass.next_multiple_of(16) + 16)
+}
+
+/// Stages of `mmids_*` (kernels/quant.cu `STAGED_KERNEL`).
+const MMID_STAGES: usize = 2;
+
+/// Whether one token's expert products run `mmids_*` (two weight stages, at most 64 registers,
+/// so 8 experts × 2048 rows are one wave of blocks): opt-in with `GLINT_CUDA_MMID_STAGE=1`
+/// until it has been timed on a GPU; the sums are the bits of `mmid_*` either way.
+fn mmid_stages() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMID_STAGE").is_ok_and(|v| v == "1"))
 }
 
 /// The staged kernel `name` of type `ty` and `grid` with its warps' stages in dynamic shared
@@ -546,9 +560,10 @@ fn with_stage(
     be: &CudaBackend,
     name: &'static str,
     ty: GgmlType,
+    stages: usize,
     mut grid: LaunchConfig,
 ) -> Result<Option<(CudaFunction, LaunchConfig)>> {
-    let bytes = stage_bytes_per_warp(ty) * grid.block_dim.1 as usize;
+    let bytes = stage_bytes_per_warp(ty, stages) * grid.block_dim.1 as usize;
     let st = &be.quant;
     let optin = match st.smem_optin.get() {
         Some(&v) => v,
@@ -655,7 +670,7 @@ pub(crate) fn matmul(
         None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
     };
     let staged = match k.matvec1s {
-        Some(s) if name == k.matvec1 && stages(rows) => with_stage(be, s, w.ty, grid)?,
+        Some(s) if name == k.matvec1 && stages(rows) => with_stage(be, s, w.ty, MV_STAGES, grid)?,
         _ => None,
     };
     let (f, grid) = match staged {
@@ -779,7 +794,16 @@ pub(crate) fn mul_mat_id(
         unsafe { b.launch(grid) }.map_err(dev(OP))?;
         return Ok(());
     }
-    let f = be.func(Family::Quant, k.mmid)?;
+    let grid = mv_grid(rows, pairs, ks);
+    // mmids_* is built for blocks of MV_ROWS warps: one warp a row group.
+    let staged = match k.mmids {
+        Some(s) if ks == 1 && mmid_stages() => with_stage(be, s, w.ty, MMID_STAGES, grid)?,
+        _ => None,
+    };
+    let (f, grid) = match staged {
+        Some(fg) => fg,
+        None => (be.func(Family::Quant, k.mmid)?, grid),
+    };
     let mut b = be.launch(&f);
     b.arg(&w.data).arg(&ids.data);
     act.push(&mut b);
@@ -794,7 +818,7 @@ pub(crate) fn mul_mat_id(
         .arg(&ks_i);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
     // y sizes are checked above.
-    unsafe { b.launch(mv_grid(rows, pairs, ks)) }.map_err(dev(OP))?;
+    unsafe { b.launch(grid) }.map_err(dev(OP))?;
     Ok(())
 }
 
