@@ -85,6 +85,101 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
     }
 }
 
+// GLM-5's shape (32 heads, d a multiple of 16) as register tiles: the kernel above gives each
+// lane one head and runs its d-long dot alone, two shared-memory loads per FMA, so at 16k keys
+// (513 blocks) it is bound by the SM's shared-memory wavefronts (27 µs on an H200), not by its
+// 8 MB of keys. Here warp w takes keys 4w..4w+3 of the block's IDX_T32_KT, lane (g = lane / 4,
+// e = lane % 4) heads 4g..4g+3 over every fourth float4 of d (float4 e, e + 4, ...): 16
+// running dots from 4 + 4 float4 loads per 64 FMAs. The four lanes of a tile add their dots
+// (xor 1, 2); lane e then takes key 4w + e, weights its 4 heads' ReLU'd dots, and the 8 head
+// groups add up (xor 4, 8, 16). Rows padded to d + 4 floats keep each quarter-warp's float4
+// loads on distinct banks. Same result as indexer_scores up to the order of the f32 sums (the
+// conformance suite bounds both against f64). Shared: (32 + IDX_T32_KT)·(d + 4) + 32 floats,
+// then IDX_T32_KT i64 rows.
+#define IDX_T32_KT 32
+extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
+    const float* q, const float* w, const u8* kdata, long long krows, int kdim, int kty, const u32* positions,
+    const u32* tables, long long n_table, const u32* token_seq, int max_blocks, int block_size, int d, int n_kv,
+    float* out) {
+    pdl_enter();
+    extern __shared__ __align__(16) float it32_sm[];
+    const int s = blockIdx.x, kt = IDX_T32_KT, st = d + 4;
+    const long long t0 = (long long)blockIdx.y * kt;
+    const long long t_end = min(t0 + kt, (long long)n_kv);
+    const long long nk = min((long long)positions[s] + 1, (long long)n_kv);
+    float* orow = out + (long long)s * n_kv;
+    const int tid = threadIdx.x;
+    if (t0 >= nk) {
+        for (long long t = t0 + tid; t < t_end; t += blockDim.x) orow[t] = NEG_INF;
+        return;
+    }
+    float* qs = it32_sm;
+    float* ks = qs + 32 * st;
+    float* ws = ks + kt * st;
+    long long* rows = (long long*)(ws + 32);  // (32 + kt)·st + 32 floats: a multiple of 4
+    const float* qg = q + (long long)s * 32 * d;
+    if (((unsigned long long)qg & 15) == 0) {
+        const int d4 = d >> 2;
+        for (int e = tid; e < 32 * d4; e += blockDim.x) {
+            const int h = e / d4, i = e - h * d4;
+            *(float4*)(qs + h * st + 4 * i) = ((const float4*)qg)[e];
+        }
+    } else {
+        for (int e = tid; e < 32 * d; e += blockDim.x) qs[e / d * st + e % d] = qg[e];
+    }
+    if (tid < 32) ws[tid] = w[(long long)s * 32 + tid];
+    for (int kk = tid; kk < kt; kk += blockDim.x) {
+        const long long t = t0 + kk;
+        rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
+    }
+    __syncthreads();
+    CacheView c = {kdata, krows, kdim, kty};
+    paged_load_tile(c, rows, kt, d, st, ks);
+    __syncthreads();
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, e = lane & 3;
+    const float* qr = qs + 4 * g * st + 4 * e;
+    const float* kr = ks + 4 * warp * st + 4 * e;
+    float acc[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[r][k] = 0.0f;
+    for (int i = 0; i < d; i += 16) {
+        float4 qv[4], kv[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qv[r] = *(const float4*)(qr + r * st + i);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) kv[k] = *(const float4*)(kr + k * st + i);
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                acc[r][k] = fmaf(qv[r].x, kv[k].x, acc[r][k]);
+                acc[r][k] = fmaf(qv[r].y, kv[k].y, acc[r][k]);
+                acc[r][k] = fmaf(qv[r].z, kv[k].z, acc[r][k]);
+                acc[r][k] = fmaf(qv[r].w, kv[k].w, acc[r][k]);
+            }
+    }
+    float part = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        float mine = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float v = acc[r][k];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (k == e) mine = v;
+        }
+        part += ws[4 * g + r] * fmaxf(mine, 0.0f);
+    }
+    part += __shfl_xor_sync(0xffffffffu, part, 4);
+    part += __shfl_xor_sync(0xffffffffu, part, 8);
+    part += __shfl_xor_sync(0xffffffffu, part, 16);
+    const long long t = t0 + 4 * warp + e;
+    if (g == 0 && t < t_end) orow[t] = t < nk ? part : NEG_INF;
+}
+
 // ---- top-k ------------------------------------------------------------------------------------
 // One block per row (blockDim.x a multiple of 32, at most 1024). A radix select over the
 // total-order keys (four passes of 8 bits) finds T, the k-th largest key, and how many of the

@@ -10,7 +10,8 @@
 //!   selection's size), never the live lengths, so the grid can be recorded in a CUDA graph; a
 //!   block whose chunk lies past its token's keys exits after writing (max, sum) = (−∞, 0).
 //! * `indexer_scores`: grid `(n_tokens, ⌈n_kv / kt⌉)` of 256 threads, a block scoring `kt`
-//!   keys of one token for every indexer head.
+//!   keys of one token for every indexer head; GLM-5's 32 heads take `indexer_scores_t32`
+//!   (4 heads × 4 keys register tiles a lane, 32 keys a block).
 //! * `top_k`: one block per row, radix select on `total_cmp` keys then one ordered pass.
 //! * `indexer_select`: `indexer_scores` into the caller's scratch, then `top_k`.
 #![allow(clippy::too_many_arguments)]
@@ -36,6 +37,15 @@ const MIN_SPLIT_KEYS: usize = 32;
 const MAX_SPLITS: usize = 128;
 /// Keys a block of `indexer_scores` scores, and its threads.
 const IDX_KT: usize = 32;
+/// Keys a block of `indexer_scores_t32` scores (kernels/indexer.cu IDX_T32_KT: 8 warps × 4).
+const IDX_T32_KT: usize = 32;
+
+/// Whether GLM-5's indexer shape takes the register-tile kernel (`GLINT_CUDA_IDX_TILES=0`: the
+/// general one, to compare).
+fn idx_tiles() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_TILES").map_or(true, |v| v != "0"))
+}
 const IDX_THREADS: u32 = 256;
 /// Dynamic shared memory a launch may use without opting in.
 const SMEM_DEFAULT: usize = 48 * 1024;
@@ -208,17 +218,31 @@ pub(crate) fn indexer_scores(
     if n == 0 || nkv == 0 {
         return Ok(());
     }
-    let f = be.func(Family::Indexer, "indexer_scores")?;
+    // GLM-5's 32 heads (d a multiple of 16, at most 256) take the register-tile kernel (kernels/indexer.cu
+    // `indexer_scores_t32`) unless GLINT_CUDA_IDX_TILES=0; other shapes the general one.
+    let tiled = hi == 32 && d % 16 == 0 && d <= 256 && idx_tiles();
+    let name = if tiled {
+        "indexer_scores_t32"
+    } else {
+        "indexer_scores"
+    };
+    let f = be.func(Family::Indexer, name)?;
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
     // The token's queries stay in shared memory; fewer keys per block if they are wide.
-    let mut kt = IDX_KT;
-    let bytes = |kt: usize| smem_bytes(hi * (d + 1) + hi + kt * d, kt);
-    while kt > 1 && bytes(kt) > lim.smem_optin {
+    let mut kt = if tiled { IDX_T32_KT } else { IDX_KT };
+    let bytes = |kt: usize| {
+        if tiled {
+            smem_bytes((hi + kt) * (d + 4) + hi, kt)
+        } else {
+            smem_bytes(hi * (d + 1) + hi + kt * d, kt)
+        }
+    };
+    while !tiled && kt > 1 && bytes(kt) > lim.smem_optin {
         kt /= 2;
     }
     let smem = bytes(kt);
-    allow_smem(op, &mut inner, lim, &f, "indexer_scores", smem)?;
+    allow_smem(op, &mut inner, lim, &f, name, smem)?;
     drop(inner);
     let tiles = nkv.div_ceil(kt);
     if tiles > 65535 {
@@ -246,12 +270,16 @@ pub(crate) fn indexer_scores(
         .arg(&n_table)
         .arg(&pages.token_seq.data)
         .arg(&max_blocks)
-        .arg(&bs)
-        .arg(&hi_i)
-        .arg(&d_i)
-        .arg(&nkv_i)
-        .arg(&kt_i)
-        .arg(out.data_mut());
+        .arg(&bs);
+    // The tile kernel's heads and keys a block are constants.
+    if !tiled {
+        b.arg(&hi_i);
+    }
+    b.arg(&d_i).arg(&nkv_i);
+    if !tiled {
+        b.arg(&kt_i);
+    }
+    b.arg(out.data_mut());
     // SAFETY: argument types match the kernel; the buffers hold the prefixes checked above, and
     // the kernel bounds every pool row it derives from device ids.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
