@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine, from a checkout holding device-bin/ (scripts/cuda-build.sh) and
-# benches/cuda/src/ (the kernel_source example): what the weight stages need before their
-# defaults change (docs/cuda.md, "Weight stages"). First the CUDA tests that run products, with
-# the defaults and again with every stage on (GLINT_CUDA_MV_STAGE=all, GLINT_CUDA_MMID_STAGE=1:
-# the sums must keep their bits); then the kernel bench with and without stages; then tg64 on
-# the 3 dense + 4 MoE synthetic file with the stage knobs off and on. Logs and tables under $OUT.
+# benches/cuda/src/ (the kernel_source example): what the weight stages and the indexer's tile
+# kernel need before their defaults are trusted or changed (docs/cuda.md, "Weight stages").
+# First the CUDA tests that run products and the indexer, with the defaults and again with
+# every stage on (GLINT_CUDA_MV_STAGE=all, GLINT_CUDA_MMID_STAGE=1: the sums must keep their
+# bits); then the kernel bench with and without stages; then tg64 on the 3 dense + 4 MoE
+# synthetic file with the stage knobs off and on, and at 16k with the indexer kernels side by
+# side (GLINT_CUDA_IDX_TILES=0 the general one). Logs and tables under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stage-check}
@@ -17,7 +19,8 @@ f=/tmp/s34.gguf
   -DKERNEL_SOURCE='"src/quant.cu"' -o /tmp/kb_stage kernel_bench.cu > "$out/kb-build.txt" 2>&1) &
 status=0
 tests=(glint-cuda--compile glint-cuda--quant_types glint-cuda--conformance glint-cuda--graphs
-  glm5-model--batched_step glm5-model--forward_fixture glm5-model--llamacpp_quantized glm5-model--tp)
+  glm5-model--batched_step glm5-model--forward_fixture glm5-model--llamacpp_quantized glm5-model--tp
+  glm5-model--indexer_topk)
 for env in "" "GLINT_CUDA_MV_STAGE=all GLINT_CUDA_MMID_STAGE=1"; do
   for t in "${tests[@]}"; do
     [ -n "$env" ] && [ "$t" = glint-cuda--compile ] && continue
@@ -38,6 +41,10 @@ wait
 { for env in "GLINT_CUDA_MV_STAGE=0" "" "GLINT_CUDA_MMID_STAGE=1" "GLINT_CUDA_MV_STAGE=0" "" "GLINT_CUDA_MMID_STAGE=1"; do
     echo "== ${env:-defaults}"
     env $env $G bench -m "$f" --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 | grep -E "probe|tg64"
+  done
+  for env in "GLINT_CUDA_IDX_TILES=0" "" "GLINT_CUDA_IDX_TILES=0" ""; do
+    echo "== 16k ${env:-defaults}"
+    env $env $G bench -m "$f" --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1 | grep -E "probe|tg64"
   done; } > "$out/bench.txt" 2>&1
 cat "$out/tests.txt" "$out/bench.txt"
 exit $status
