@@ -1309,9 +1309,13 @@ __device__ __forceinline__ void stage_pass(u8* slot, const u8* wrow, long long r
 // Where row r's block ib of pass k is read from: the weight itself, or its slot's copy.
 template <class W, int NS>
 __device__ __forceinline__ const u8* pass_row(const u8* slot, const u8* wrow, long long row_bytes, int r, int k) {
-    const u8* g = wrow + r * row_bytes + (long long)k * (32 / W::NSUB) * W::TS;
-    if constexpr (NS == 0) return wrow + r * row_bytes;
-    return slot + r * Stage<W>::ROW + (int)((unsigned long long)g & 15) - (long long)k * (32 / W::NSUB) * W::TS;
+    if constexpr (NS == 0) {
+        return wrow + r * row_bytes;
+    } else {
+        const long long first = (long long)k * (32 / W::NSUB) * W::TS;  // the pass's first block
+        const u8* g = wrow + r * row_bytes + first;
+        return slot + r * Stage<W>::ROW + (int)((unsigned long long)g & 15) - first;
+    }
 }
 
 template <class W, int MAXT, int NS, class R>

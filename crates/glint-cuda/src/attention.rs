@@ -16,17 +16,17 @@
 //! * `indexer_select`: `indexer_scores` into the caller's scratch, then `top_k`.
 #![allow(clippy::too_many_arguments)]
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use glint_core::error::need;
 use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, StepSizes};
 
 use crate::backend::{dev, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
 use crate::compile::Family;
+use crate::smem::SMEM_DEFAULT;
 
 /// Must match `MLA_THREADS`, `MLA_ACC` and `MLA_KT` in kernels/mla.cu.
 const MLA_THREADS: usize = 256;
@@ -47,8 +47,6 @@ fn idx_tiles() -> bool {
     *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_TILES").map_or(true, |v| v != "0"))
 }
 const IDX_THREADS: u32 = 256;
-/// Dynamic shared memory a launch may use without opting in.
-const SMEM_DEFAULT: usize = 48 * 1024;
 
 /// Per-backend scratch of attention and the indexer: the split-key partial results of
 /// `mla_attention`, and what was asked of the device once.
@@ -63,8 +61,6 @@ struct Inner {
     part: Option<CudaSlice<f32>>,
     part_len: usize,
     limits: Option<Limits>,
-    /// Dynamic shared memory each kernel has been allowed (`cuFuncSetAttribute`).
-    smem_set: HashMap<&'static str, usize>,
 }
 
 #[derive(Clone, Copy)]
@@ -102,13 +98,9 @@ fn limits(be: &CudaBackend, inner: &mut Inner) -> Result<Limits> {
         .ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(dev(op))?;
-    let optin = be
-        .ctx
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-        .map_err(dev(op))?;
     let l = Limits {
         sm_count: sm.max(1) as usize,
-        smem_optin: (optin.max(0) as usize).max(SMEM_DEFAULT),
+        smem_optin: be.smem.optin(be)?,
     };
     inner.limits = Some(l);
     Ok(l)
@@ -131,36 +123,6 @@ fn grow_part(be: &CudaBackend, inner: &mut Inner, len: usize) -> Result<()> {
     inner.part = None;
     inner.part = Some(be.zeros::<f32>("mla_attention split scratch", len)?);
     inner.part_len = len;
-    Ok(())
-}
-
-/// Lets `f` (kernel `name`) use `bytes` of dynamic shared memory, opting in past 48 KiB.
-fn allow_smem(
-    op: &'static str,
-    inner: &mut Inner,
-    lim: Limits,
-    f: &CudaFunction,
-    name: &'static str,
-    bytes: usize,
-) -> Result<()> {
-    if bytes > lim.smem_optin {
-        return Err(CoreError::Param {
-            op,
-            msg: format!(
-                "needs {bytes} bytes of shared memory per block, the device allows {}",
-                lim.smem_optin
-            ),
-        });
-    }
-    if bytes <= SMEM_DEFAULT || inner.smem_set.get(name).is_some_and(|&b| b >= bytes) {
-        return Ok(());
-    }
-    f.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        bytes as i32,
-    )
-    .map_err(dev(op))?;
-    inner.smem_set.insert(name, bytes);
     Ok(())
 }
 
@@ -242,7 +204,7 @@ pub(crate) fn indexer_scores(
         kt /= 2;
     }
     let smem = bytes(kt);
-    allow_smem(op, &mut inner, lim, &f, name, smem)?;
+    be.smem.allow(be, op, &f, name, smem)?;
     drop(inner);
     let tiles = nkv.div_ceil(kt);
     if tiles > 65535 {
@@ -452,7 +414,7 @@ pub(crate) fn mla_attention(
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
     let plan = mla_plan(op, lim, p, selected.is_some())?;
-    allow_smem(op, &mut inner, lim, &f, "mla_attention", plan.smem)?;
+    be.smem.allow(be, op, &f, "mla_attention", plan.smem)?;
     let blocks = n * plan.n_groups;
     let part_len = if plan.splits > 1 {
         blocks * plan.splits * plan.g * (dv + 2)

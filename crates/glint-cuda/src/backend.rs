@@ -33,6 +33,7 @@ pub struct CudaBackend {
     pub(crate) staging: Mutex<Option<crate::staging::Staging>>,
     pub(crate) quant: crate::quant::QuantState,
     pub(crate) attn: crate::attention::AttnState,
+    pub(crate) smem: crate::smem::SmemState,
     /// Launches carry the programmatic-dependent-launch attribute (launch.rs).
     pub(crate) pdl: bool,
 }
@@ -122,6 +123,7 @@ impl CudaBackend {
         Ok(Self {
             quant: crate::quant::QuantState::default(),
             attn: crate::attention::AttnState::default(),
+            smem: crate::smem::SmemState::default(),
             ctx,
             stream,
             info,

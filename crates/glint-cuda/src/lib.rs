@@ -17,6 +17,7 @@ mod launch;
 mod moe;
 mod quant;
 pub mod quant_tables;
+mod smem;
 mod staging;
 
 pub use backend::CudaBackend;

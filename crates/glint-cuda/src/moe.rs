@@ -15,11 +15,10 @@ use glint_core::{CoreError, Gating, Result, RouterParams};
 use crate::backend::{dev, grid_1d, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaIds};
 use crate::compile::Family;
+use crate::smem::SMEM_DEFAULT;
 
 /// Tokens (warps) per block of `moe_route`; must match `ROUTE_WARPS` in kernels/moe.cu.
 const ROUTE_WARPS: usize = 4;
-/// Dynamic shared memory a launch may use without opting in.
-const SMEM_DEFAULT: usize = 48 * 1024;
 
 pub(crate) fn route(
     be: &CudaBackend,

@@ -9,10 +9,8 @@
 //! pair; the sums are the same either way. Every op checks sizes on the host and only enqueues work: nothing here waits
 //! for the device.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use glint_core::error::need;
 use glint_core::{CoreError, GgmlType, Result, StepSizes};
@@ -154,10 +152,6 @@ pub(crate) fn supports(ty: GgmlType) -> bool {
 pub struct QuantState {
     act: Mutex<ActSlots>,
     group: Mutex<Option<CudaSlice<u32>>>,
-    /// The dynamic shared memory each staged kernel may use (opted in past 48 KiB once).
-    stage_allowed: Mutex<HashMap<&'static str, usize>>,
-    /// The device's opt-in limit of shared memory per block.
-    smem_optin: OnceLock<usize>,
 }
 
 /// Quantized activations kept this many at a time.
@@ -509,8 +503,6 @@ fn mv_grid(rows: usize, y_count: usize, ks: usize) -> LaunchConfig {
 
 /// Passes a warp's weight stage holds (kernels/quant.cu MV_STAGES).
 const MV_STAGES: usize = 3;
-/// Shared memory a block gets without opting in.
-const SMEM_DEFAULT: usize = 48 * 1024;
 
 /// Weight rows from which a one-token product stages its weights by default: the output head
 /// (154,880 rows in GLM-5) and nothing else of the model. Measured on an H100 (docs/
@@ -564,33 +556,17 @@ fn with_stage(
     mut grid: LaunchConfig,
 ) -> Result<Option<(CudaFunction, LaunchConfig)>> {
     let bytes = stage_bytes_per_warp(ty, stages) * grid.block_dim.1 as usize;
-    let st = &be.quant;
-    let optin = match st.smem_optin.get() {
-        Some(&v) => v,
-        None => {
-            let v = be
-                .ctx
-                .attribute(
-                    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                )
-                .map_err(dev("querying the CUDA device"))?;
-            *st.smem_optin
-                .get_or_init(|| (v.max(0) as usize).max(SMEM_DEFAULT))
-        }
-    };
-    if bytes > optin {
+    if bytes > be.smem.optin(be)? {
         return Ok(None);
     }
     let f = be.func(Family::Quant, name)?;
-    let mut allowed = st.stage_allowed.lock().unwrap_or_else(|p| p.into_inner());
-    if bytes > SMEM_DEFAULT && allowed.get(name).is_none_or(|&b| b < bytes) {
-        f.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            bytes as i32,
-        )
-        .map_err(dev("allowing a product kernel its weight stages"))?;
-        allowed.insert(name, bytes);
-    }
+    be.smem.allow(
+        be,
+        "allowing a product kernel its weight stages",
+        &f,
+        name,
+        bytes,
+    )?;
     grid.shared_mem_bytes = bytes as u32;
     Ok(Some((f, grid)))
 }

@@ -159,17 +159,33 @@ fn check_close(what: &str, got: &[f32], want: &[f32], tol: &[f64]) {
     }
 }
 
+/// The same weight bytes uploaded to both backends.
+fn upload_both<'a>(
+    cuda: &CudaBackend,
+    cpu: &CpuBackend,
+    name: &str,
+    ty: GgmlType,
+    dims: &[usize],
+    wb: &'a [u8],
+) -> (
+    <CudaBackend as Backend>::Weight<'a>,
+    <CpuBackend as Backend>::Weight<'a>,
+) {
+    let wc = cuda
+        .upload_weight(name, ty, dims, Cow::Borrowed(wb))
+        .unwrap_or_else(|e| panic!("cuda upload of {name} ({ty}, {dims:?}): {e}"));
+    let wcpu = cpu
+        .upload_weight(name, ty, dims, Cow::Borrowed(wb))
+        .unwrap_or_else(|e| panic!("cpu upload of {name} ({ty}, {dims:?}): {e}"));
+    (wc, wcpu)
+}
+
 fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
     for (cols, rows) in shapes(ty) {
         let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
         // ---- matmul -----------------------------------------------------------------------
         let wb = weight_bytes(rng, ty, cols * rows);
-        let wc = cuda
-            .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
-            .expect("cuda upload");
-        let wcpu = cpu
-            .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
-            .expect("cpu upload");
+        let (wc, wcpu) = upload_both(cuda, cpu, "w", ty, &[cols, rows], &wb);
         // 9 and 40 tokens: the batched kernels (for the block types the tensor-core one, over
         // one and two token tiles).
         for n in [1usize, 3, 9, 40] {
@@ -246,12 +262,7 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let slices = 3usize;
         let n_used = 2usize;
         let wb = weight_bytes(rng, ty, cols * rows * slices);
-        let wc = cuda
-            .upload_weight("e", ty, &[cols, rows, slices], Cow::Borrowed(&wb))
-            .expect("cuda upload 3-D");
-        let wcpu = cpu
-            .upload_weight("e", ty, &[cols, rows, slices], Cow::Borrowed(&wb))
-            .expect("cpu upload 3-D");
+        let (wc, wcpu) = upload_both(cuda, cpu, "e", ty, &[cols, rows, slices], &wb);
         for n in [1usize, 3, 9, 40] {
             for per_slot in [false, true] {
                 let sel: Vec<u32> = (0..n * n_used).map(|_| rng.below(slices as u32)).collect();
@@ -519,12 +530,7 @@ fn grouping_case(ty: GgmlType, cols: usize, rows: usize, slices: usize, n_used: 
     let mut rng = Rng(7);
     let wb = weight_bytes(&mut rng, ty, cols * rows * slices);
     let dims = [cols, rows, slices];
-    let wc = cuda
-        .upload_weight("e", ty, &dims, Cow::Borrowed(&wb))
-        .unwrap();
-    let wcpu = cpu
-        .upload_weight("e", ty, &dims, Cow::Borrowed(&wb))
-        .unwrap();
+    let (wc, wcpu) = upload_both(&cuda, &cpu, "e", ty, &dims, &wb);
     // Half the choices among the first 8 experts (full tiles and partial ones), the rest
     // spread over all of them; one id past the end.
     let mut sel: Vec<u32> = (0..n * n_used)
@@ -663,12 +669,7 @@ fn staged_products_match_the_cpu_backend_and_the_unstaged_bits() {
         let cols = 1024 + ty.block_size().max(256);
         let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
         let wb = weight_bytes(&mut rng, ty, cols * rows);
-        let wc = cuda
-            .upload_weight("head", ty, &[cols, rows], Cow::Borrowed(&wb))
-            .expect("cuda upload");
-        let wcpu = cpu
-            .upload_weight("head", ty, &[cols, rows], Cow::Borrowed(&wb))
-            .expect("cpu upload");
+        let (wc, wcpu) = upload_both(&cuda, &cpu, "head", ty, &[cols, rows], &wb);
         let n = 3;
         let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
         let mut want = vec![0.0f32; rows];
