@@ -320,3 +320,162 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
         }
     }
 }
+
+// ---- top-k, keys in shared memory -------------------------------------------------------------
+// The set and order of top_k_rows, with what made it slow at GLM-5's widths (26 µs for one
+// row of 16k on an H100) taken out: where the row's keys fit in dynamic shared memory they are
+// converted once and every later pass reads them there (`cached`; else each pass reloads the
+// row); each warp counts into its own 256-bin histogram, summed after the pass, since the keys
+// crowd into a few bins and one histogram queued all the block's atomics on the same words; and
+// the output pass works in warp-wide rounds (ballot ranks) over a warp's contiguous share, so
+// positions stay in index order without per-thread strided reads.
+// Dynamic shared memory: (blockDim.x / 32) · 256 + (cached ? n : 0) words.
+#ifndef TOPK_AGG
+#define TOPK_AGG 2  // 0: an atomic a key; 1: one a distinct bin (match.any); 2: one if the warp agrees
+#endif
+
+__device__ __forceinline__ void topk_count(u32* h, u32 bin, bool in, int lane) {
+    const u32 act = __ballot_sync(0xffffffffu, in);
+#if TOPK_AGG == 1
+    if (in) {
+        const u32 same = __match_any_sync(act, bin);
+        if ((int)(__ffs(same) - 1) == lane) atomicAdd(&h[bin], (u32)__popc(same));
+    }
+#elif TOPK_AGG == 2
+    if (act == 0) return;
+    const int lead = __ffs(act) - 1;
+    const u32 b0 = __shfl_sync(0xffffffffu, bin, lead);
+    if (__all_sync(0xffffffffu, !in || bin == b0)) {
+        if (lane == lead) atomicAdd(&h[b0], (u32)__popc(act));
+    } else if (in) {
+        atomicAdd(&h[bin], 1u);
+    }
+#else
+    (void)act;
+    (void)lane;
+    if (in) atomicAdd(&h[bin], 1u);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, int n, int k, u32* ids, int cached) {
+    pdl_enter();
+    extern __shared__ u32 tk_smem[];
+    __shared__ u32 sh_prefix, sh_remaining;
+    __shared__ u32 warp_gt[32], warp_eq[32];
+    const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
+    u32* wh = tk_smem;  // nw histograms of 256; the sum goes to warp 0's
+    u32* sk = tk_smem + nw * 256;
+    const float* row = x + (long long)blockIdx.x * n;
+    u32* out = ids + (long long)blockIdx.x * k;
+    for (int i = tid; i < nw * 256; i += bd) wh[i] = 0;
+    __syncthreads();
+    u32* mine = wh + warp * 256;
+    u32 prefix = 0, mask = 0, remaining = (u32)k;
+    for (int pass = 0; pass < 4; pass++) {
+        const int shift = 24 - 8 * pass;
+        const bool from_row = pass == 0 || !cached;
+        // The trip count is the block's: the ballots need whole warps.
+        for (int c0 = 0; c0 < n; c0 += bd * 8) {
+            u32 kk[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                kk[u] = i >= n ? 0u : from_row ? idx_order_key(row[i]) : sk[i];
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                if (pass == 0 && cached && i < n) sk[i] = kk[u];
+                topk_count(mine, (kk[u] >> shift) & 255u, i < n && (kk[u] & mask) == prefix, lane);
+            }
+        }
+        __syncthreads();
+        for (int b = tid; b < 256; b += bd) {
+            u32 s = wh[b];
+            for (int w = 1; w < nw; w++) {
+                s += wh[w * 256 + b];
+                wh[w * 256 + b] = 0;
+            }
+            wh[b] = s;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            // As in top_k_rows: the highest bin b ≥ 1 whose count from b up reaches `remaining`,
+            // else 0, and the count above it. Lane l holds bins 8l..8l+7.
+            u32 h[8], tot = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                h[j] = wh[8 * lane + j];
+                wh[8 * lane + j] = 0;
+                tot += h[j];
+            }
+            u32 suf = tot;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
+                if (lane + o < 32) suf += v;
+            }
+            u32 cum = suf - tot;
+            int b = 0;
+            u32 cum_b = 0;
+#pragma unroll
+            for (int j = 7; j >= 0; j--) {
+                const int bin = 8 * lane + j;
+                if (b == 0 && bin > 0 && cum + h[j] >= remaining) {
+                    b = bin;
+                    cum_b = cum;
+                }
+                cum += h[j];
+            }
+            const u32 hit = __ballot_sync(0xffffffffu, b > 0);
+            if (lane == (hit ? 31 - __clz(hit) : 0)) {
+                if (b == 0) cum_b = suf - h[0];
+                sh_prefix = prefix | ((u32)b << shift);
+                sh_remaining = remaining - cum_b;
+            }
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        remaining = sh_remaining;
+        mask |= 255u << shift;
+    }
+    const u32 T = prefix;
+    const u32 n_gt = (u32)k - remaining;
+    // Warp w owns keys [a, e), a multiple of 32 wide: it counts its keys above and equal to T,
+    // a scan over the warps says where its indices go, and it writes them round by round, each
+    // lane's rank within the round from the ballots.
+    const int per = (((n + nw - 1) / nw) + 31) & ~31;
+    const int a = min(n, warp * per), e = min(n, a + per);
+    u32 cgt = 0, ceq = 0;
+    for (int c = a; c < e; c += 32) {
+        const int i = c + lane;
+        const u32 key = i >= e ? 0u : cached ? sk[i] : idx_order_key(row[i]);
+        cgt += __popc(__ballot_sync(0xffffffffu, i < e && key > T));
+        ceq += __popc(__ballot_sync(0xffffffffu, i < e && key == T));
+    }
+    if (lane == 0) {
+        warp_gt[warp] = cgt;
+        warp_eq[warp] = ceq;
+    }
+    __syncthreads();
+    u32 ogt = 0, oeq = 0;
+    for (int j = 0; j < warp; j++) {
+        ogt += warp_gt[j];
+        oeq += warp_eq[j];
+    }
+    const u32 below = (1u << lane) - 1u;
+    for (int c = a; c < e && (cgt > 0 || oeq < remaining); c += 32) {
+        const int i = c + lane;
+        const u32 key = i >= e ? 0u : cached ? sk[i] : idx_order_key(row[i]);
+        const bool gt = i < e && key > T, eq = i < e && key == T;
+        const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
+        if (gt) out[ogt + __popc(bg & below)] = (u32)i;
+        if (eq) {
+            const u32 r = oeq + __popc(be & below);
+            if (r < remaining) out[n_gt + r] = (u32)i;
+        }
+        ogt += __popc(bg);
+        cgt -= __popc(bg);
+        oeq += __popc(be);
+    }
+}

@@ -6,7 +6,8 @@
 # every stage on (GLINT_CUDA_MV_STAGE=all, GLINT_CUDA_MMID_STAGE=1: the sums must keep their
 # bits); then the kernel bench with and without stages; then tg64 on the 3 dense + 4 MoE
 # synthetic file with the stage knobs off and on, and at 16k with the indexer kernels side by
-# side (GLINT_CUDA_IDX_TILES=0 the general one). Logs and tables under $OUT.
+# side (GLINT_CUDA_IDX_TILES=0 the general scores kernel, GLINT_CUDA_TOPK=rows the
+# one-histogram top-k). Logs and tables under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stage-check}
@@ -42,7 +43,7 @@ wait
     echo "== ${env:-defaults}"
     env $env $G bench -m "$f" --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 | grep -E "probe|tg64"
   done
-  for env in "GLINT_CUDA_IDX_TILES=0" "" "GLINT_CUDA_IDX_TILES=0" ""; do
+  for env in "GLINT_CUDA_IDX_TILES=0 GLINT_CUDA_TOPK=rows" "" "GLINT_CUDA_TOPK=rows" "" "GLINT_CUDA_IDX_TILES=0"; do
     echo "== 16k ${env:-defaults}"
     env $env $G bench -m "$f" --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1 | grep -E "probe|tg64"
   done; } > "$out/bench.txt" 2>&1

@@ -8,6 +8,7 @@
 //
 //   kernel_bench quant   matvec / mmid per weight type and shape
 //   kernel_bench mla     decode attention over L keys (all 64 heads, dk 576, dv 512)
+//   kernel_bench indexer the indexer's top-k, 2048 of 4k..64k scores
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -319,6 +320,46 @@ static void bench_mla(double bw) {
 }
 #endif
 
+#ifdef BENCH_INDEXER
+// The indexer's top-k (2048 of n) on one row, as a decode step runs it, and on 4: the
+// one-histogram kernel against top_k_rows_s with the keys in shared memory and without.
+// Scores as the indexer's crowd: ReLU-weighted sums, most in a few binades.
+static void bench_topk() {
+    const int K = 2048, threads_max = 1024;
+    int optin = 0;
+    CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    CK(cudaFuncSetAttribute(top_k_rows_s, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    printf("%-8s %5s %10s %12s %12s\n", "keys", "rows", "rows us", "shared us", "uncached us");
+    for (int n : {4096, 16384, 32768, 65536}) {
+        for (int rows : {1, 4}) {
+            std::vector<float> h((size_t)rows * n);
+            unsigned long long st = 88172645463325252ull + n;
+            for (auto& v : h) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                float u = (float)(st >> 40) / (float)(1 << 24);
+                v = (st & 7) == 0 ? 0.0f : u * u * 3.0f + 0.01f * (float)((st >> 8) & 255);
+            }
+            float* x;
+            u32* ids;
+            CK(cudaMalloc(&x, 4 * h.size()));
+            CK(cudaMemcpy(x, h.data(), 4 * h.size(), cudaMemcpyHostToDevice));
+            CK(cudaMalloc(&ids, 4ll * rows * K));
+            int threads = 32;
+            while (threads < n && threads < threads_max) threads *= 2;
+            int hist = threads / 32 * 256 * 4;
+            bool fits = hist + 4 * n <= optin;
+            float t_rows = time_us([&](int) { top_k_rows<<<rows, threads>>>(x, n, K, ids); });
+            float t_s = fits ? time_us([&](int) { top_k_rows_s<<<rows, threads, hist + 4 * n>>>(x, n, K, ids, 1); }) : -1;
+            float t_u = time_us([&](int) { top_k_rows_s<<<rows, threads, hist>>>(x, n, K, ids, 0); });
+            CK(cudaGetLastError());
+            printf("%-8d %5d %10.2f %12.2f %12.2f\n", n, rows, t_rows, t_s, t_u);
+            CK(cudaFree(x));
+            CK(cudaFree(ids));
+        }
+    }
+}
+#endif
+
 int main(int argc, char** argv) {
     // Line-buffered even into a file: a run stopped by a time limit keeps the rows it timed.
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -333,6 +374,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef BENCH_MLA
     bench_mla(bw);
+#endif
+#ifdef BENCH_INDEXER
+    bench_topk();
 #endif
     (void)argc;
     (void)argv;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Times glint's decode kernels alone on GLM-5's shapes (benches/cuda/kernel_bench.cu).
 # Here (no GPU):   cargo run -p glint-cuda --example kernel_source -- benches/cuda/src
-# There (GPU):     bash benches/cuda/kernel_bench.sh [quant|mla|mla-ablate]...   (nvcc needed)
+# There (GPU):     bash benches/cuda/kernel_bench.sh [quant|mla|indexer|mla-ablate]...   (nvcc needed)
 # mla-ablate also times the attention kernel with its score dot or its P·V update left out, to
 # see which phase its time goes to. KB_TYPES / KB_KS narrow the quant types and sweep the
 # warps per row group, KB_SHAPES=ffn_gate,exp keeps the shapes naming a word, KB_KEYS=4,2048 the
-# attention key counts (kernel_bench.cu); KB_NVCC_FLAGS adds defines, e.g. -DMV_UNROLL=2;
+# attention key counts (kernel_bench.cu); KB_NVCC_FLAGS adds defines, e.g. -DMV_UNROLL=2 or
+# -DTOPK_AGG=1 (how top_k_rows_s counts a warp's keys);
 # KB_STAGE=1 times every one-token product with its shared-memory weight stages (matvec1s_*),
 # KB_MMID_STAGE=1 adds the expert products with two stages (mmids_*, one warp a row group: ks 1).
 set -euo pipefail
@@ -32,7 +33,7 @@ build() {  # family, source file, binary
 for what in "${@:-quant mla}"; do
   for w in $what; do
     case "$w" in
-      quant | mla) build "$w" "src/$w.cu" "/tmp/kb_$w" && "/tmp/kb_$w" ;;
+      quant | mla | indexer) build "$w" "src/$w.cu" "/tmp/kb_$w" && "/tmp/kb_$w" ;;
       mla-ablate)
         sed 's/for (int i = part; i < d4; i += 16) {/for (int i = part; i < 0; i += 16) {/' src/mla.cu > src/mla_noscore.cu
         sed 's/for (int kk = 0; kk < nt; kk++) a = fmaf(pg\[kk\], ks\[kk \* st + j\], a);//' src/mla.cu > src/mla_nopv.cu

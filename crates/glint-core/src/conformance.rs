@@ -54,6 +54,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("moe_combine", &moe_combine::<B>);
     run("moe_local_experts", &moe_local_experts::<B>);
     run("top_k", &top_k::<B>);
+    run("top_k wide", &top_k_wide::<B>);
     run("indexer", &indexer::<B>);
     run("mla_attention", &attention::<B>);
     assert!(
@@ -1007,6 +1008,34 @@ fn top_k<B: Backend>(be: &B) {
         let mut g = got[row * k..(row + 1) * k].to_vec();
         g.sort();
         assert_eq!(g, top_set(&x[row * n..(row + 1) * n], k), "top_k row {row}");
+    }
+}
+
+/// GLM-5's widths: 2048 of 16384 keys (a row that fits a GPU block's shared memory) and of
+/// 70000 (one that does not), the scores crowded as the indexer's are (ReLU-weighted sums:
+/// most in a few binades, a run of exact zeros) and rounded so the threshold falls among ties.
+fn top_k_wide<B: Backend>(be: &B) {
+    let mut r = Rng(13);
+    for (rows, n) in [(2, 16384), (1, 70000)] {
+        let k = 2048;
+        let x: Vec<f32> = (0..rows * n)
+            .map(|i| match i % 7 {
+                0 => 0.0,
+                _ => (((r.next() + 1.0) * 1.5).powi(2) * 256.0).round() / 256.0,
+            })
+            .collect();
+        let mut out = be.alloc_ids(rows * k).expect("alloc_ids");
+        be.top_k(&up(be, &x), rows, n, k, &mut out).expect("top_k");
+        let got = down_ids(be, &out, rows * k);
+        for row in 0..rows {
+            let mut g = got[row * k..(row + 1) * k].to_vec();
+            g.sort();
+            assert_eq!(
+                g,
+                top_set(&x[row * n..(row + 1) * n], k),
+                "top_k {n} wide, row {row}"
+            );
+        }
     }
 }
 

@@ -48,6 +48,13 @@ fn idx_tiles() -> bool {
 }
 const IDX_THREADS: u32 = 256;
 
+/// Whether top-k takes `top_k_rows_s` (`GLINT_CUDA_TOPK=rows`: the one-histogram kernel, to
+/// compare).
+fn topk_shared() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_TOPK").map_or(true, |v| v != "rows"))
+}
+
 /// Per-backend scratch of attention and the indexer: the split-key partial results of
 /// `mla_attention`, and what was asked of the device once.
 #[derive(Default)]
@@ -302,16 +309,31 @@ pub(crate) fn top_k(
     if k == 0 || rows == 0 {
         return Ok(());
     }
-    let f = be.func(Family::Indexer, "top_k_rows")?;
-    let threads = n.next_power_of_two().clamp(32, 1024) as u32;
+    let threads = n.next_power_of_two().clamp(32, 1024);
+    // `top_k_rows_s` (kernels/indexer.cu): a 256-bin histogram a warp, and the row's keys too
+    // where they fit; GLINT_CUDA_TOPK=rows takes the one-histogram kernel, to compare.
+    let shared = topk_shared();
+    let hist = threads / 32 * 256 * 4;
+    let optin = be.smem.optin(be)?;
+    let cached = shared && hist + 4 * n <= optin;
+    let (name, smem) = match (shared, cached) {
+        (false, _) => ("top_k_rows", 0),
+        (true, false) => ("top_k_rows_s", hist),
+        (true, true) => ("top_k_rows_s", hist + 4 * n),
+    };
+    let f = be.func(Family::Indexer, name)?;
+    be.smem.allow(be, op, &f, name, smem)?;
     let cfg = LaunchConfig {
         grid_dim: (int(op, rows)? as u32, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: smem as u32,
     };
-    let (n_i, k_i) = (int(op, n)?, int(op, k)?);
+    let (n_i, k_i, cached_i) = (int(op, n)?, int(op, k)?, cached as i32);
     let mut b = be.launch(&f);
     b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    if shared {
+        b.arg(&cached_i);
+    }
     // SAFETY: argument types match the kernel; rows·n values are read, rows·k ids written.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(())
