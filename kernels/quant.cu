@@ -1728,6 +1728,16 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
+// The one-token products take a second weight of the same type and shape and its output (w2,
+// y2): blocks with blockIdx.z = 1 compute y2 = W2 · act, so a gate and an up projection of one
+// activation are one launch (the host sets grid.z = 2; null and grid.z = 1 otherwise). Each
+// output's sum is the one a launch of its own gives.
+#define PAIR_SWITCH          \
+    if (blockIdx.z) {        \
+        w = w2;              \
+        y = y2;              \
+    }
+
 // matvec_* says one block per multiprocessor at least: without it ptxas held some types' MV_TOK
 // accumulators to 64 registers and spilled (IQ4_XS, IQ2_XXS: 300+ bytes), with it none spill.
 #define QUANT_KERNELS(name, W)                                                                       \
@@ -1739,13 +1749,17 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         matvec1_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,  \
-                       int cols, int rows, int n, long long act_stride, int ks) { pdl_enter();                    \
+                       int cols, int rows, int n, long long act_stride, int ks, const u8* __restrict__ w2, \
+                       float* __restrict__ y2) { pdl_enter();                                        \
+        PAIR_SWITCH                                                                                  \
         matvec<W, 1>(w, act, y, cols, rows, n, act_stride, ks);                                      \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         mmid_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
                     float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
-                    int x_per_slot, long long act_stride, int ks) { pdl_enter();                                  \
+                    int x_per_slot, long long act_stride, int ks, const u8* __restrict__ w2,        \
+                    float* __restrict__ y2) { pdl_enter();                                          \
+        PAIR_SWITCH                                                                                  \
         mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks);  \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                                \
@@ -1762,13 +1776,17 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
 #define STAGED_KERNEL(name, W)                                                                      \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                \
         matvec1s_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, \
-                        int cols, int rows, int n, long long act_stride, int ks) { pdl_enter();     \
+                        int cols, int rows, int n, long long act_stride, int ks, const u8* __restrict__ w2, \
+                        float* __restrict__ y2) { pdl_enter();                                       \
+        PAIR_SWITCH                                                                                 \
         matvec<W, 1, MV_STAGES>(w, act, y, cols, rows, n, act_stride, ks);                         \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * MV_ROWS, 8)                                   \
         mmids_##name(const u8* __restrict__ w, const u32* __restrict__ ids, const u8* __restrict__ act, \
                      float* __restrict__ y, int cols, int rows, int n_slices, int n_used, int n_pairs, \
-                     int x_per_slot, long long act_stride, int ks) { pdl_enter();                   \
+                     int x_per_slot, long long act_stride, int ks, const u8* __restrict__ w2,       \
+                     float* __restrict__ y2) { pdl_enter();                                         \
+        PAIR_SWITCH                                                                                 \
         mmid<W, 2>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks); \
     }
 

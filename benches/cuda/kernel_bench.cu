@@ -83,10 +83,13 @@ static void fill_random(void* d, size_t n, unsigned seed) {
 struct Ty {
     const char* name;
     int qk, ts, per_block, act_block, act_bytes;
-    void (*matvec)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1_*
-    void (*staged)(const u8*, const u8*, float*, int, int, int, long long, int);  // matvec1s_*
-    void (*mmid)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
-    void (*mmids)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int);
+    // The last two arguments: a pair launch's second weight and output (null: none).
+    void (*matvec)(const u8*, const u8*, float*, int, int, int, long long, int, const u8*, float*);  // matvec1_*
+    void (*staged)(const u8*, const u8*, float*, int, int, int, long long, int, const u8*, float*);  // matvec1s_*
+    void (*mmid)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int, const u8*,
+                 float*);
+    void (*mmids)(const u8*, const u32*, const u8*, float*, int, int, int, int, int, int, long long, int, const u8*,
+                  float*);
 };
 
 static int warps_per_row(long long rows, long long units) {
@@ -107,6 +110,8 @@ static int stage_bytes_per_warp(const Ty& t, int stages = MV_STAGES) {
     return stages * MV_RPW * ((pass + 15) / 16 * 16 + 16);
 }
 // KB_MMID_STAGE=1: the expert products at one warp a row group also with mmids_* (two stages).
+// KB_PAIR=1: the expert products at one warp a row group also as a gate + up pair launch.
+static bool pair_timed() { return getenv("KB_PAIR") && !strcmp(getenv("KB_PAIR"), "1"); }
 static bool mmid_staged() { return getenv("KB_MMID_STAGE") && !strcmp(getenv("KB_MMID_STAGE"), "1"); }
 
 static void bench_quant(double bw) {
@@ -193,7 +198,8 @@ static void bench_quant(double bw) {
                     auto* kern = smem ? t.staged : t.matvec;
                     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                     us = time_us([&](int i) {
-                        kern<<<grid, block, smem>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks);
+                        kern<<<grid, block, smem>>>(w + wbytes * (i % copies), act, y, s.cols, s.rows, 1, act_stride, ks,
+                                                    nullptr, nullptr);
                     });
                     touched = wbytes;
                 } else {
@@ -208,14 +214,40 @@ static void bench_quant(double bw) {
                     dim3 grid((s.rows + per - 1) / per, s.pairs), block(32, wb);
                     us = time_us([&](int i) {
                         t.mmid<<<grid, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y, s.cols,
-                                                s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
+                                                s.rows, s.slices, 1, s.pairs, 1, act_stride, ks, nullptr, nullptr);
                     });
                     touched = row_bytes * s.rows * s.pairs;
+                    if (pair_timed() && ks == 1) {
+                        // Gate and up as one launch (grid.z = 2) against two.
+                        float* y2;
+                        u8* wb2;  // the second weight: a copy elsewhere, read from DRAM too
+                        CK(cudaMalloc(&y2, 4ll * s.pairs * s.rows));
+                        CK(cudaMalloc(&wb2, wbytes * copies));
+                        CK(cudaMemcpy(wb2, w, wbytes * copies, cudaMemcpyDeviceToDevice));
+                        dim3 grid2(grid.x, grid.y, 2);
+                        const float one = time_us([&](int i) {
+                            t.mmid<<<grid2, block>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act, y,
+                                                     s.cols, s.rows, s.slices, 1, s.pairs, 1, act_stride, ks,
+                                                     wb2 + wbytes * (i % copies), y2);
+                        });
+                        const float two = time_us([&](int i) {
+                            for (int h = 0; h < 2; ++h)
+                                t.mmid<<<grid, block>>>((h ? wb2 : w) + wbytes * (i % copies), dids + s.pairs * (i % sets), act,
+                                                        h ? y2 : y, s.cols, s.rows, s.slices, 1, s.pairs, 1, act_stride,
+                                                        ks, nullptr, nullptr);
+                        });
+                        CK(cudaGetLastError());
+                        printf("%-8s %-26s pair: one launch %.2f us, two %.2f us (%.1f%% of the copy bandwidth)\n",
+                               t.name, s.what, one, two, 100.0 * 2 * touched / (one * 1e-6) / 1e9 / bw);
+                        CK(cudaFree(y2));
+                        CK(cudaFree(wb2));
+                    }
                     if (mmid_staged() && ks == 1 && t.qk != 1) {
                         const int smem = stage_bytes_per_warp(t, 2) * wb;
                         const float us2 = time_us([&](int i) {
                             t.mmids<<<grid, block, smem>>>(w + wbytes * (i % copies), dids + s.pairs * (i % sets), act,
-                                                           y, s.cols, s.rows, s.slices, 1, s.pairs, 1, act_stride, ks);
+                                                           y, s.cols, s.rows, s.slices, 1, s.pairs, 1, act_stride, ks,
+                                                           nullptr, nullptr);
                         });
                         CK(cudaGetLastError());
                         const double g2 = touched / (us2 * 1e-6) / 1e9;

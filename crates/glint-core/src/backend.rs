@@ -186,6 +186,40 @@ pub trait Backend: Send + Sync {
         let _ = plan;
         self.mul_mat_id(w, ids, n_used, x, x_per_slot, n_tokens, y)
     }
+    /// `ya = A·x` and `yb = B·x` for one `x` (a gate and an up projection): what two
+    /// [`Self::matmul`] calls give, bit for bit; a backend may run them as one launch.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_pair(
+        &self,
+        a: &Self::Weight<'_>,
+        b: &Self::Weight<'_>,
+        x: &Self::Buf,
+        n_tokens: usize,
+        ya: &mut Self::Buf,
+        yb: &mut Self::Buf,
+    ) -> Result<()> {
+        self.matmul(a, x, n_tokens, ya)?;
+        self.matmul(b, x, n_tokens, yb)
+    }
+    /// [`Self::mul_mat_id_planned`] of two weights over the same ids, plan and `x`: what two
+    /// calls give, bit for bit; a backend may run them as one launch.
+    #[allow(clippy::too_many_arguments)]
+    fn mul_mat_id_planned_pair(
+        &self,
+        a: &Self::Weight<'_>,
+        b: &Self::Weight<'_>,
+        ids: &Self::Ids,
+        plan: &Self::Ids,
+        n_used: usize,
+        x: &Self::Buf,
+        x_per_slot: bool,
+        n_tokens: usize,
+        ya: &mut Self::Buf,
+        yb: &mut Self::Buf,
+    ) -> Result<()> {
+        self.mul_mat_id_planned(a, ids, plan, n_used, x, x_per_slot, n_tokens, ya)?;
+        self.mul_mat_id_planned(b, ids, plan, n_used, x, x_per_slot, n_tokens, yb)
+    }
     /// Row gather from a (possibly quantized) 2-D weight: `out[i] = W[ids[i]]` as f32.
     fn get_rows(
         &self,

@@ -442,6 +442,32 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::quant::mul_mat_id(self, w, ids, n_used, x, x_per_slot, n, y)
     }
+    fn matmul_pair(
+        &self,
+        a: &CudaWeight,
+        b: &CudaWeight,
+        x: &CudaBuf,
+        n: usize,
+        ya: &mut CudaBuf,
+        yb: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::quant::matmul_pair(self, a, b, x, n, ya, yb)
+    }
+    fn mul_mat_id_planned_pair(
+        &self,
+        a: &CudaWeight,
+        b: &CudaWeight,
+        ids: &CudaIds,
+        _plan: &CudaIds,
+        n_used: usize,
+        x: &CudaBuf,
+        x_per_slot: bool,
+        n: usize,
+        ya: &mut CudaBuf,
+        yb: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::quant::mul_mat_id_pair(self, a, b, ids, n_used, x, x_per_slot, n, ya, yb)
+    }
     fn get_rows(&self, w: &CudaWeight, ids: &CudaIds, n: usize, out: &mut CudaBuf) -> Result<()> {
         crate::quant::get_rows(self, w, ids, n, out)
     }

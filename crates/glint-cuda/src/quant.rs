@@ -617,6 +617,68 @@ pub(crate) fn matmul(
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<()> {
+    matmul_with(be, w, x, n, y, None)
+}
+
+/// A second weight of a pair launch and its output (kernels/quant.cu `PAIR_SWITCH`).
+pub(crate) type Second<'a> = Option<(&'a CudaWeight, &'a mut CudaBuf)>;
+
+/// Whether `a` and `b` can share a launch: the same type and shape.
+fn pairable(a: &CudaWeight, b: &CudaWeight) -> bool {
+    a.ty == b.ty && a.cols() == b.cols() && a.rows() == b.rows() && a.slices() == b.slices()
+}
+
+/// Whether [`matmul_pair`] and [`mul_mat_id_pair`] may share a launch (`GLINT_CUDA_PAIR=0`:
+/// never, to measure what it saves; the outputs are the same bits either way).
+fn pair_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_PAIR").map_or(true, |v| v != "0"))
+}
+
+/// `ya = A·x`, `yb = B·x`: one launch for one token where A and B match (a gate and an up
+/// projection), each output the bits of its own launch; two launches otherwise.
+pub(crate) fn matmul_pair(
+    be: &CudaBackend,
+    a: &CudaWeight,
+    b: &CudaWeight,
+    x: &CudaBuf,
+    n: usize,
+    ya: &mut CudaBuf,
+    yb: &mut CudaBuf,
+) -> Result<()> {
+    if n == 1 && pairable(a, b) && pair_on() {
+        return matmul_with(be, a, x, n, ya, Some((b, yb)));
+    }
+    matmul(be, a, x, n, ya)?;
+    matmul(be, b, x, n, yb)
+}
+
+/// Pushes the second weight and output of a pair launch, or nulls, and sets grid.z.
+fn push_second<'a>(
+    b: &mut crate::launch::Launch<'a>,
+    second: &'a mut Second<'_>,
+    null: &'a u64,
+    grid: &mut LaunchConfig,
+) {
+    match second {
+        Some((w2, y2)) => {
+            b.arg(&w2.data).arg(y2.data_mut());
+            grid.grid_dim.2 = 2;
+        }
+        None => {
+            b.arg(null).arg(null);
+        }
+    }
+}
+
+fn matmul_with(
+    be: &CudaBackend,
+    w: &CudaWeight,
+    x: &CudaBuf,
+    n: usize,
+    y: &mut CudaBuf,
+    mut second: Second<'_>,
+) -> Result<()> {
     const OP: &str = "matmul";
     let k = kind_for(OP, w.ty)?;
     if w.slices() != 1 {
@@ -628,6 +690,15 @@ pub(crate) fn matmul(
     let (cols, rows) = (w.cols(), w.rows());
     need(OP, "x", mul(OP, n, cols)?, x.len)?;
     need(OP, "y", mul(OP, n, rows)?, y.len)?;
+    if let Some((w2, y2)) = &second {
+        if n != 1 || !pairable(w, w2) {
+            return Err(CoreError::Param {
+                op: OP,
+                msg: "a pair launch needs one token and two weights of one type and shape".into(),
+            });
+        }
+        need(OP, "second y", rows, y2.len)?;
+    }
     if n == 0 || rows == 0 {
         return Ok(());
     }
@@ -649,7 +720,7 @@ pub(crate) fn matmul(
         Some(s) if name == k.matvec1 && stages(rows) => with_stage(be, s, w.ty, MV_STAGES, grid)?,
         _ => None,
     };
-    let (f, grid) = match staged {
+    let (f, mut grid) = match staged {
         Some(fg) => fg,
         None => (be.func(Family::Quant, name)?, grid),
     };
@@ -662,13 +733,17 @@ pub(crate) fn matmul(
         .arg(&n_i)
         .arg(&stride)
         .arg(&ks_i);
-    // matvec_* and mmq_* without tiles: no grouping (null order and tiles, never read).
+    // matvec_* and mmq_* without tiles: no grouping (null order and tiles, never read);
+    // matvec1_* and matvec1s_* a pair's second weight and output, or nulls.
     let (null, zero) = (0u64, 0i32);
     if n > 1 {
         b.arg(&null).arg(&null).arg(&zero).arg(&zero);
+    } else {
+        push_second(&mut b, &mut second, &null, &mut grid);
     }
-    // SAFETY: the kernel reads rows × row_bytes of w (checked at upload), n activation rows
-    // and writes n × rows floats of y (checked above); token tiles stride over grid.y, and
+    // SAFETY: the kernel reads rows × row_bytes of w (and of a pair's second weight, the same
+    // shape) (checked at upload), n activation rows and writes n × rows floats of y (and of
+    // the second output) (checked above); token tiles stride over grid.y, and
     // mmq_* clamps its row and token reads to the last row and token.
     unsafe { b.launch(grid) }.map_err(dev(OP))?;
     Ok(())
@@ -699,6 +774,43 @@ pub(crate) fn mul_mat_id(
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<()> {
+    mul_mat_id_with(be, w, ids, n_used, x, x_per_slot, n, y, None)
+}
+
+/// [`matmul_pair`] for expert-indexed products: one launch for one token's experts where A
+/// and B match, each output the bits of its own launch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn mul_mat_id_pair(
+    be: &CudaBackend,
+    a: &CudaWeight,
+    b: &CudaWeight,
+    ids: &CudaIds,
+    n_used: usize,
+    x: &CudaBuf,
+    x_per_slot: bool,
+    n: usize,
+    ya: &mut CudaBuf,
+    yb: &mut CudaBuf,
+) -> Result<()> {
+    if n == 1 && pairable(a, b) && pair_on() {
+        return mul_mat_id_with(be, a, ids, n_used, x, x_per_slot, n, ya, Some((b, yb)));
+    }
+    mul_mat_id(be, a, ids, n_used, x, x_per_slot, n, ya)?;
+    mul_mat_id(be, b, ids, n_used, x, x_per_slot, n, yb)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn mul_mat_id_with(
+    be: &CudaBackend,
+    w: &CudaWeight,
+    ids: &CudaIds,
+    n_used: usize,
+    x: &CudaBuf,
+    x_per_slot: bool,
+    n: usize,
+    y: &mut CudaBuf,
+    mut second: Second<'_>,
+) -> Result<()> {
     const OP: &str = "mul_mat_id";
     let k = kind_for(OP, w.ty)?;
     let (cols, rows, slices) = (w.cols(), w.rows(), w.slices());
@@ -707,6 +819,15 @@ pub(crate) fn mul_mat_id(
     let x_rows = if x_per_slot { pairs } else { n };
     need(OP, "x", mul(OP, x_rows, cols)?, x.len)?;
     need(OP, "y", mul(OP, pairs, rows)?, y.len)?;
+    if let Some((w2, y2)) = &second {
+        if n != 1 || !pairable(w, w2) {
+            return Err(CoreError::Param {
+                op: OP,
+                msg: "a pair launch needs one token and two weights of one type and shape".into(),
+            });
+        }
+        need(OP, "second y", mul(OP, pairs, rows)?, y2.len)?;
+    }
     if pairs == 0 || rows == 0 {
         return Ok(());
     }
@@ -776,7 +897,7 @@ pub(crate) fn mul_mat_id(
         Some(s) if ks == 1 && mmid_stages() => with_stage(be, s, w.ty, MMID_STAGES, grid)?,
         _ => None,
     };
-    let (f, grid) = match staged {
+    let (f, mut grid) = match staged {
         Some(fg) => fg,
         None => (be.func(Family::Quant, k.mmid)?, grid),
     };
@@ -792,8 +913,10 @@ pub(crate) fn mul_mat_id(
         .arg(&per_slot_i)
         .arg(&stride)
         .arg(&ks_i);
+    let null = 0u64;
+    push_second(&mut b, &mut second, &null, &mut grid);
     // SAFETY: ids holds `pairs` entries; an id ≥ slices writes zeros and reads nothing; x and
-    // y sizes are checked above.
+    // y sizes (and a pair's second output, its weight the first's shape) are checked above.
     unsafe { b.launch(grid) }.map_err(dev(OP))?;
     Ok(())
 }

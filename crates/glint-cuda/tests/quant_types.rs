@@ -5,7 +5,8 @@
 //! `mul_mat_id` (both activation layouts; 3 tokens and more take the path that groups the pairs
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone;
-//! a head-sized one-token product (staged weights) has the bits of the unstaged batch kernel.
+//! a head-sized one-token product (staged weights) has the bits of the unstaged batch kernel;
+//! a gate + up pair launch gives each output the bits of its own launch.
 //! Needs a GPU.
 #![cfg(feature = "cuda")]
 
@@ -709,5 +710,118 @@ fn staged_products_match_the_cpu_backend_and_the_unstaged_bits() {
             );
         }
         eprintln!("{ty}: staged ok");
+    }
+}
+
+/// A gate and an up projection of one token run as one launch (`matmul_pair`,
+/// `mul_mat_id_planned_pair`: grid.z = 2): for every weight type, each output agrees with the
+/// CPU backend and has the bits of its own launch; a pair of unlike shapes falls back to two.
+#[test]
+fn pair_launches_match_the_cpu_backend_and_their_single_launches() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x9a12_0f3e);
+    let (rows, slices, n_used) = (37usize, 5usize, 3usize);
+    for &ty in GgmlType::ALL {
+        if glint_quant::traits(ty).vec_dot_type.is_none() {
+            continue;
+        }
+        let cols = 2 * ty.block_size().max(256);
+        let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+        let x: Vec<f32> = (0..cols).map(|_| rng.f() * 2.0).collect();
+        let xd = cuda.upload(&x).unwrap();
+        let sel: Vec<u32> = (0..n_used).map(|i| ((i * 2 + 1) % slices) as u32).collect();
+        let sel_d = cuda.upload_ids(&sel).unwrap();
+        let mut plan = cuda
+            .alloc_ids(cuda.moe_plan_len(1, n_used, slices))
+            .unwrap();
+        cuda.moe_plan(&sel_d, 1, n_used, slices, &mut plan).unwrap();
+        for (dims, pairs) in [(vec![cols, rows], 1), (vec![cols, rows, slices], n_used)] {
+            let elems = cols * rows * dims.get(2).copied().unwrap_or(1);
+            let (ab, bb) = (
+                weight_bytes(&mut rng, ty, elems),
+                weight_bytes(&mut rng, ty, elems),
+            );
+            let (ac, acpu) = upload_both(&cuda, &cpu, "gate", ty, &dims, &ab);
+            let (bc, bcpu) = upload_both(&cuda, &cpu, "up", ty, &dims, &bb);
+            let len = pairs * rows;
+            let (mut ya, mut yb) = (cuda.alloc(len).unwrap(), cuda.alloc(len).unwrap());
+            let (mut sa, mut sb) = (cuda.alloc(len).unwrap(), cuda.alloc(len).unwrap());
+            let (mut wa, mut wb) = (vec![0.0f32; len], vec![0.0f32; len]);
+            let expert = dims.len() == 3;
+            if expert {
+                cuda.mul_mat_id_planned_pair(
+                    &ac, &bc, &sel_d, &plan, n_used, &xd, false, 1, &mut ya, &mut yb,
+                )
+                .expect("cuda pair");
+                cuda.mul_mat_id(&ac, &sel_d, n_used, &xd, false, 1, &mut sa)
+                    .unwrap();
+                cuda.mul_mat_id(&bc, &sel_d, n_used, &xd, false, 1, &mut sb)
+                    .unwrap();
+                cpu.mul_mat_id(&acpu, &sel, n_used, &x, false, 1, &mut wa)
+                    .unwrap();
+                cpu.mul_mat_id(&bcpu, &sel, n_used, &x, false, 1, &mut wb)
+                    .unwrap();
+            } else {
+                cuda.matmul_pair(&ac, &bc, &xd, 1, &mut ya, &mut yb)
+                    .expect("cuda pair");
+                cuda.matmul(&ac, &xd, 1, &mut sa).unwrap();
+                cuda.matmul(&bc, &xd, 1, &mut sb).unwrap();
+                cpu.matmul(&acpu, &x, 1, &mut wa).unwrap();
+                cpu.matmul(&bcpu, &x, 1, &mut wb).unwrap();
+            }
+            for (name, bytes, y, single, want) in
+                [("gate", &ab, &ya, &sa, &wa), ("up", &bb, &yb, &sb, &wb)]
+            {
+                let (mut got, mut alone) = (vec![0.0f32; len], vec![0.0f32; len]);
+                cuda.download(y, &mut got).unwrap();
+                cuda.download(single, &mut alone).unwrap();
+                let tol: Vec<f64> = (0..len)
+                    .map(|i| {
+                        let e = if expert { sel[i / rows] as usize } else { 0 };
+                        let g = e * rows + i % rows;
+                        tolerance(
+                            ty,
+                            cols,
+                            abs_terms(ty, &bytes[g * row_bytes..][..row_bytes], &x),
+                        )
+                    })
+                    .collect();
+                let what = format!("{ty} {name} of a pair, {dims:?}");
+                check_close(&what, &got, want, &tol);
+                for (i, (a, b)) in got.iter().zip(&alone).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{what} output {i}: {a} vs alone {b}"
+                    );
+                }
+            }
+        }
+        // Unlike shapes: two launches, each right.
+        let short = weight_bytes(&mut rng, ty, cols * (rows - 1));
+        let long = weight_bytes(&mut rng, ty, cols * rows);
+        let (sc, scpu) = upload_both(&cuda, &cpu, "short", ty, &[cols, rows - 1], &short);
+        let (lc, lcpu) = upload_both(&cuda, &cpu, "long", ty, &[cols, rows], &long);
+        let (mut ys, mut yl) = (cuda.alloc(rows - 1).unwrap(), cuda.alloc(rows).unwrap());
+        cuda.matmul_pair(&sc, &lc, &xd, 1, &mut ys, &mut yl)
+            .expect("cuda pair of unlike shapes");
+        for (bytes, w, y, r) in [(&short, &scpu, &ys, rows - 1), (&long, &lcpu, &yl, rows)] {
+            let mut want = vec![0.0f32; r];
+            cpu.matmul(w, &x, 1, &mut want).unwrap();
+            let mut got = vec![0.0f32; r];
+            cuda.download(y, &mut got).unwrap();
+            let tol: Vec<f64> = (0..r)
+                .map(|i| {
+                    tolerance(
+                        ty,
+                        cols,
+                        abs_terms(ty, &bytes[i * row_bytes..][..row_bytes], &x),
+                    )
+                })
+                .collect();
+            check_close(&format!("{ty} unlike pair, {r} rows"), &got, &want, &tol);
+        }
+        eprintln!("{ty}: pairs ok");
     }
 }

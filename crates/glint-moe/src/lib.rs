@@ -118,8 +118,7 @@ fn swiglu<B: Backend>(
     out: &mut B::Buf,
 ) -> Result<()> {
     let len = n * w.d_ff;
-    be.matmul(&w.gate, x, n, g)?;
-    be.matmul(&w.up, x, n, u)?;
+    be.matmul_pair(&w.gate, &w.up, x, n, g, u)?;
     be.silu_mul(g, u, len, h)?;
     be.matmul(&w.down, h, n, out)
 }
@@ -155,8 +154,8 @@ pub fn moe<B: Backend>(
     let len = n * k * w.d_ff;
     match &w.gate_up {
         ExpertGateUp::Split { gate, up } => {
-            be.mul_mat_id_planned(gate, ids, plan, k, x, false, n, &mut sc.gate)?;
-            be.mul_mat_id_planned(up, ids, plan, k, x, false, n, &mut sc.up)?;
+            let (g, u) = (&mut sc.gate, &mut sc.up);
+            be.mul_mat_id_planned_pair(gate, up, ids, plan, k, x, false, n, g, u)?;
         }
         ExpertGateUp::Fused(gu) => {
             // One product into expert_out ([n·k × 2·d_ff]), split by slot.
