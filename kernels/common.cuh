@@ -33,6 +33,10 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// SwiGLU's gate: silu(g)·u, one expression for the elementwise kernel and the quantizers that
+// fuse it (kernels/quant.cu `quantize_act_*_glu`), so both give the same bits.
+__device__ __forceinline__ float silu_mul_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -227,10 +227,7 @@ extern "C" __global__ void rope(float* x, const u32* positions, const float* inv
 extern "C" __global__ void silu_mul(const float* g, const float* u, float* out, long long n) {
     pdl_enter();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float a = g[i];
-        out[i] = a / (1.0f + expf(-a)) * u[i];
-    }
+    if (i < n) out[i] = silu_mul_value(g[i], u[i]);
 }
 
 extern "C" __global__ void add_inplace(float* a, const float* b, long long n) {

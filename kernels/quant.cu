@@ -2401,14 +2401,25 @@ __device__ __forceinline__ u32 warp_sum_u32(u32 v) {
     return v;
 }
 
+// The quantizers' input: x itself, or with `u` the gated x = silu(x)·u, also written to h (the
+// `_glu` kernels: a down projection's input computed where it is quantized, one launch fewer).
+__device__ __forceinline__ float act_in(const float* __restrict__ x, const float* __restrict__ u,
+                                        float* __restrict__ h, long long i) {
+    if (!u) return x[i];
+    const float v = silu_mul_value(x[i], u[i]);
+    h[i] = v;
+    return v;
+}
+
 // One warp per 32-element block, llama.cpp's x86 quantize_row_q8_0/1: inverse scale 127/amax,
 // round half to even, NaN → INT_MIN before the saturating pack; Q8_1 adds s = d·Σq.
 template <bool Q8_1>
-__device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+__device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, const float* __restrict__ u,
+                                                float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
     const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblocks) return;  // whole warp
     const int lane = threadIdx.x & 31;
-    const float v = x[b * 32 + lane];
+    const float v = act_in(x, u, h, b * 32 + lane);
     const float amax = warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
@@ -2426,29 +2437,40 @@ __device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, u8*
 
 extern "C" __global__ void quantize_act_q8_0(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
     pdl_enter();
-    quantize_q8_x86<false>(x, out, nblocks);
+    quantize_q8_x86<false>(x, nullptr, nullptr, out, nblocks);
 }
 
 extern "C" __global__ void quantize_act_q8_1(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
     pdl_enter();
-    quantize_q8_x86<true>(x, out, nblocks);
+    quantize_q8_x86<true>(x, nullptr, nullptr, out, nblocks);
+}
+
+extern "C" __global__ void quantize_act_q8_0_glu(const float* __restrict__ g, const float* __restrict__ u,
+                                                 float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
+    quantize_q8_x86<false>(g, u, h, out, nblocks);
+}
+
+extern "C" __global__ void quantize_act_q8_1_glu(const float* __restrict__ g, const float* __restrict__ u,
+                                                 float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
+    quantize_q8_x86<true>(g, u, h, out, nblocks);
 }
 
 // One warp per 256-element block (8 consecutive values a lane), ggml's quantize_row_q8_K_ref:
 // the scale comes from the first element of largest magnitude (-127 / max), ties to even,
 // bsums per 16; an all-zero block is all zero bytes.
-extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
-    pdl_enter();
+__device__ __forceinline__ void quantize_q8_k(const float* __restrict__ x, const float* __restrict__ u,
+                                              float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
     const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= nblocks) return;
     const int lane = threadIdx.x & 31;
-    const float* xb = x + b * 256;
     float v[8];
     float amax = 0.0f;
     int at = 0x7fffffff;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        v[j] = xb[8 * lane + j];
+        v[j] = act_in(x, u, h, b * 256 + 8 * lane + j);
         const float a = fabsf(v[j]);
         if (a > amax) {
             amax = a;
@@ -2474,7 +2496,12 @@ extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __
         if (lane == 0) *(float*)o = 0.0f;
         return;
     }
-    const float iscale = -127.0f / xb[at];
+    // The value at `at`, from the lane holding it (a gated input is not in x).
+    float mine = v[0];
+#pragma unroll
+    for (int j = 1; j < 8; ++j)
+        if (j == (at & 7)) mine = v[j];
+    const float iscale = -127.0f / __shfl_sync(0xffffffffu, mine, at >> 3);
     u32 packed[2] = {0, 0};
     int s8 = 0;
 #pragma unroll
@@ -2490,6 +2517,17 @@ extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __
     const int s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
     if ((lane & 1) == 0) *(i16*)(o + 260 + lane) = (i16)s16;
     if (lane == 0) *(float*)o = 1.0f / iscale;
+}
+
+extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
+    quantize_q8_k(x, nullptr, nullptr, out, nblocks);
+}
+
+extern "C" __global__ void quantize_act_q8_k_glu(const float* __restrict__ g, const float* __restrict__ u,
+                                                 float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
+    pdl_enter();
+    quantize_q8_k(g, u, h, out, nblocks);
 }
 
 extern "C" __global__ void quantize_act_f16(const float* __restrict__ x, u16* __restrict__ out, long long n) {

@@ -220,6 +220,42 @@ pub trait Backend: Send + Sync {
         self.mul_mat_id_planned(a, ids, plan, n_used, x, x_per_slot, n_tokens, ya)?;
         self.mul_mat_id_planned(b, ids, plan, n_used, x, x_per_slot, n_tokens, yb)
     }
+    /// SwiGLU's down projection: `h = silu(g) ⊙ u` over `n_tokens × d_ff` (what
+    /// [`Self::silu_mul`] writes), then `y = W·h` (what [`Self::matmul`] gives); a backend may
+    /// compute h where it prepares h for the product, one pass fewer.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_glu(
+        &self,
+        w: &Self::Weight<'_>,
+        g: &Self::Buf,
+        u: &Self::Buf,
+        n_tokens: usize,
+        d_ff: usize,
+        h: &mut Self::Buf,
+        y: &mut Self::Buf,
+    ) -> Result<()> {
+        self.silu_mul(g, u, n_tokens * d_ff, h)?;
+        self.matmul(w, h, n_tokens, y)
+    }
+    /// The routed experts' down projection: `h = silu(g) ⊙ u` over `n_tokens × n_used × d_ff`,
+    /// then [`Self::mul_mat_id_planned`] of `w` over h, one row a slot (x per slot).
+    #[allow(clippy::too_many_arguments)]
+    fn mul_mat_id_planned_glu(
+        &self,
+        w: &Self::Weight<'_>,
+        ids: &Self::Ids,
+        plan: &Self::Ids,
+        n_used: usize,
+        g: &Self::Buf,
+        u: &Self::Buf,
+        n_tokens: usize,
+        d_ff: usize,
+        h: &mut Self::Buf,
+        y: &mut Self::Buf,
+    ) -> Result<()> {
+        self.silu_mul(g, u, n_tokens * n_used * d_ff, h)?;
+        self.mul_mat_id_planned(w, ids, plan, n_used, h, true, n_tokens, y)
+    }
     /// Row gather from a (possibly quantized) 2-D weight: `out[i] = W[ids[i]]` as f32.
     fn get_rows(
         &self,

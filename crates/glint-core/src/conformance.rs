@@ -42,6 +42,7 @@ pub fn conformance<B: Backend>(be: &B) -> Vec<&'static str> {
     run("memory", &memory::<B>);
     run("matmul", &matmul::<B>);
     run("mul_mat_id", &mul_mat_id::<B>);
+    run("gate/up pairs, gated down", &swiglu_parts::<B>);
     run("get_rows", &get_rows::<B>);
     run("norms", &norms::<B>);
     run("rope", &rope::<B>);
@@ -367,6 +368,172 @@ fn mul_mat_id<B: Backend>(be: &B) {
             close("per_head_matmul", "", &got, &want, &mag, cols);
         }
     }
+}
+
+/// The SwiGLU pieces a backend may fuse: `matmul_pair` / `mul_mat_id_planned_pair` (two
+/// products of one x) and `matmul_glu` / `mul_mat_id_planned_glu` (silu(g)·u, then the
+/// product), against f64 references; h is silu(g)·u.
+fn swiglu_parts<B: Backend>(be: &B) {
+    let mut r = Rng(21);
+    let (cols, rows, slices, used) = (64, 11, 5, 3);
+    for n in [1, 3] {
+        let (wa, wb) = (r.vec(cols * rows, 1.0), r.vec(cols * rows, 1.0));
+        let x = r.vec(n * cols, 2.0);
+        let refs = |w: &[f32], x: &[f32], n: usize, e: &dyn Fn(usize) -> usize| {
+            let (mut want, mut mag) = (Vec::new(), Vec::new());
+            for p in 0..n {
+                for rr in 0..rows {
+                    let wr = &w[(e(p) * rows + rr) * cols..][..cols];
+                    let (s, m) = dot(wr, &x[p * cols..(p + 1) * cols]);
+                    want.push(s);
+                    mag.push(m);
+                }
+            }
+            (want, mag)
+        };
+        let case = format!("{n} tokens");
+        // Dense: a pair, then the gated down projection of the two outputs.
+        let (ta, tb) = (
+            weight(be, &[cols, rows], &wa),
+            weight(be, &[cols, rows], &wb),
+        );
+        let (mut ya, mut yb) = (be.alloc(n * rows).unwrap(), be.alloc(n * rows).unwrap());
+        be.matmul_pair(&ta, &tb, &up(be, &x), n, &mut ya, &mut yb)
+            .expect("matmul_pair");
+        for (w, y) in [(&wa, &ya), (&wb, &yb)] {
+            let (want, mag) = refs(w, &x, n, &|_| 0);
+            close(
+                "matmul_pair",
+                &case,
+                &down(be, y, n * rows),
+                &want,
+                &mag,
+                cols,
+            );
+        }
+        let (g, u) = (r.vec(n * cols, 3.0), r.vec(n * cols, 1.0));
+        let hv: Vec<f32> = g
+            .iter()
+            .zip(&u)
+            .map(|(&g, &u)| silu_f64(g, u) as f32)
+            .collect();
+        let (mut h, mut y) = (be.alloc(n * cols).unwrap(), be.alloc(n * rows).unwrap());
+        be.matmul_glu(&ta, &up(be, &g), &up(be, &u), n, cols, &mut h, &mut y)
+            .expect("matmul_glu");
+        let want_h: Vec<f64> = hv.iter().map(|&v| v as f64).collect();
+        let mag_h: Vec<f64> = want_h.iter().map(|v| v.abs()).collect();
+        close(
+            "matmul_glu h",
+            &case,
+            &down(be, &h, n * cols),
+            &want_h,
+            &mag_h,
+            8,
+        );
+        let (want, mag) = refs(&wa, &hv, n, &|_| 0);
+        close(
+            "matmul_glu",
+            &case,
+            &down(be, &y, n * rows),
+            &want,
+            &mag,
+            cols,
+        );
+
+        // Experts: the same over `used` slots a token.
+        let (ea, eb) = (
+            r.vec(cols * rows * slices, 1.0),
+            r.vec(cols * rows * slices, 1.0),
+        );
+        let (ta, tb) = (
+            weight(be, &[cols, rows, slices], &ea),
+            weight(be, &[cols, rows, slices], &eb),
+        );
+        let sel: Vec<u32> = (0..n * used).map(|_| r.below(slices) as u32).collect();
+        let sel_d = ids(be, &sel);
+        let mut plan = be.alloc_ids(be.moe_plan_len(n, used, slices)).unwrap();
+        be.moe_plan(&sel_d, n, used, slices, &mut plan).unwrap();
+        let pairs = n * used;
+        let (mut ya, mut yb) = (
+            be.alloc(pairs * rows).unwrap(),
+            be.alloc(pairs * rows).unwrap(),
+        );
+        be.mul_mat_id_planned_pair(
+            &ta,
+            &tb,
+            &sel_d,
+            &plan,
+            used,
+            &up(be, &x),
+            false,
+            n,
+            &mut ya,
+            &mut yb,
+        )
+        .expect("mul_mat_id_planned_pair");
+        let x_of_pair: Vec<f32> = (0..pairs)
+            .flat_map(|p| x[p / used * cols..][..cols].to_vec())
+            .collect();
+        for (w, y) in [(&ea, &ya), (&eb, &yb)] {
+            let (want, mag) = refs(w, &x_of_pair, pairs, &|p| sel[p] as usize);
+            close(
+                "mul_mat_id_planned_pair",
+                &case,
+                &down(be, y, pairs * rows),
+                &want,
+                &mag,
+                cols,
+            );
+        }
+        let (g, u) = (r.vec(pairs * cols, 3.0), r.vec(pairs * cols, 1.0));
+        let hv: Vec<f32> = g
+            .iter()
+            .zip(&u)
+            .map(|(&g, &u)| silu_f64(g, u) as f32)
+            .collect();
+        let (mut h, mut y) = (
+            be.alloc(pairs * cols).unwrap(),
+            be.alloc(pairs * rows).unwrap(),
+        );
+        be.mul_mat_id_planned_glu(
+            &ta,
+            &sel_d,
+            &plan,
+            used,
+            &up(be, &g),
+            &up(be, &u),
+            n,
+            cols,
+            &mut h,
+            &mut y,
+        )
+        .expect("mul_mat_id_planned_glu");
+        let want_h: Vec<f64> = hv.iter().map(|&v| v as f64).collect();
+        let mag_h: Vec<f64> = want_h.iter().map(|v| v.abs()).collect();
+        close(
+            "mul_mat_id_planned_glu h",
+            &case,
+            &down(be, &h, pairs * cols),
+            &want_h,
+            &mag_h,
+            8,
+        );
+        let (want, mag) = refs(&ea, &hv, pairs, &|p| sel[p] as usize);
+        close(
+            "mul_mat_id_planned_glu",
+            &case,
+            &down(be, &y, pairs * rows),
+            &want,
+            &mag,
+            cols,
+        );
+    }
+}
+
+/// silu(g)·u in f64.
+fn silu_f64(g: f32, u: f32) -> f64 {
+    let g = g as f64;
+    g / (1.0 + (-g).exp()) * u as f64
 }
 
 fn get_rows<B: Backend>(be: &B) {

@@ -468,6 +468,40 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::quant::mul_mat_id_pair(self, a, b, ids, n_used, x, x_per_slot, n, ya, yb)
     }
+    fn matmul_glu(
+        &self,
+        w: &CudaWeight,
+        g: &CudaBuf,
+        u: &CudaBuf,
+        n: usize,
+        d_ff: usize,
+        h: &mut CudaBuf,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        if d_ff != w.cols() || !crate::quant::glu_activation(self, w, g, u, n, h)? {
+            self.silu_mul(g, u, n * d_ff, h)?;
+        }
+        crate::quant::matmul(self, w, h, n, y)
+    }
+    fn mul_mat_id_planned_glu(
+        &self,
+        w: &CudaWeight,
+        ids: &CudaIds,
+        _plan: &CudaIds,
+        n_used: usize,
+        g: &CudaBuf,
+        u: &CudaBuf,
+        n: usize,
+        d_ff: usize,
+        h: &mut CudaBuf,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        let rows = n * n_used;
+        if d_ff != w.cols() || !crate::quant::glu_activation(self, w, g, u, rows, h)? {
+            self.silu_mul(g, u, rows * d_ff, h)?;
+        }
+        crate::quant::mul_mat_id(self, w, ids, n_used, h, true, n, y)
+    }
     fn get_rows(&self, w: &CudaWeight, ids: &CudaIds, n: usize, out: &mut CudaBuf) -> Result<()> {
         crate::quant::get_rows(self, w, ids, n, out)
     }

@@ -44,6 +44,12 @@ impl CudaBuf {
     pub(crate) fn version(&self) -> u64 {
         self.version
     }
+    /// [`Self::data_mut`] with the state the write makes, for a kernel that also leaves a
+    /// quantized copy of what it writes.
+    pub(crate) fn data_mut_versioned(&mut self) -> (u64, &mut CudaSlice<f32>) {
+        self.version = fresh_version();
+        (self.version, &mut self.data)
+    }
 }
 
 /// The device memory behind a buffer, for libraries that issue their own work on the

@@ -132,6 +132,17 @@ fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, bool)> {
     })
 }
 
+/// The quantizer of `partner` that gates its input on the way (silu(g)·u, also written out):
+/// the 8-bit formats only; None for the float partners.
+fn glu_quantizer(partner: GgmlType) -> Option<&'static str> {
+    Some(match partner {
+        GgmlType::Q8_0 => "quantize_act_q8_0_glu",
+        GgmlType::Q8_1 => "quantize_act_q8_1_glu",
+        GgmlType::Q8_K => "quantize_act_q8_k_glu",
+        _ => return None,
+    })
+}
+
 /// Warps of 32 lanes per block of the matvec kernels (kernels/quant.cu MV_ROWS), output rows
 /// one warp group computes (MV_RPW), and tokens it handles per weight-row read (MV_TOK).
 const MV_ROWS: usize = 4;
@@ -427,6 +438,63 @@ fn activation<'a>(
     }
     let out = slots.slots[i].as_ref().expect("found slots are allocated");
     Ok((Act::Quant(out), stride_i))
+}
+
+/// `h = silu(g)·u` over `rows × cols` (cols = w's), computed by the kernel that quantizes it
+/// for `w` into an activation slot keyed by h's new state, so the product that follows finds
+/// it there: one launch where `silu_mul` and the quantization were two. False (nothing done)
+/// where w's partner is a float format or slots are not reused; the caller gates separately.
+pub(crate) fn glu_activation(
+    be: &CudaBackend,
+    w: &CudaWeight,
+    g: &CudaBuf,
+    u: &CudaBuf,
+    rows: usize,
+    h: &mut CudaBuf,
+) -> Result<bool> {
+    const OP: &str = "silu_mul";
+    let k = kind_for(OP, w.ty)?;
+    let cols = w.cols();
+    let (Some(kernel), Some((_, per, true))) = (glu_quantizer(k.partner), quantizer(k.partner))
+    else {
+        return Ok(false);
+    };
+    if !reuse_on() {
+        return Ok(false);
+    }
+    let elems = mul(OP, rows, cols)?;
+    need(OP, "gate", elems, g.len)?;
+    need(OP, "up", elems, u.len)?;
+    need(OP, "out", elems, h.len)?;
+    if elems == 0 {
+        return Ok(false);
+    }
+    let stride = glint_quant::dot::activation_bytes(k.partner, cols)?;
+    let bytes = mul(OP, rows, stride)?;
+    let mut slots = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    let (version, hd) = h.data_mut_versioned();
+    let key = ActKey {
+        version,
+        partner: k.partner,
+        rows,
+        cols,
+    };
+    let (i, _) = slots.find(be, key, bytes)?;
+    let out = slots.slots[i].as_ref().expect("found slots are allocated");
+    let blocks = elems / per;
+    let blocks_i = blocks as i64;
+    let f = be.func(Family::Quant, kernel)?;
+    let mut b = be.launch(&f);
+    b.arg(g.data())
+        .arg(u.data())
+        .arg(hd)
+        .arg(out)
+        .arg(&blocks_i);
+    // SAFETY: g, u and h hold `elems` floats (checked above), read and written once each;
+    // the slot was sized by `find` for `elems / per` partner blocks.
+    unsafe { b.launch(grid_1d(mul(OP, blocks, 32)?)) }.map_err(dev(OP))?;
+    slots.keys[i] = Some(key);
+    Ok(true)
 }
 
 /// Launches `kernel` (`per` elements a partner block, a warp a block when `warp`) over the

@@ -825,3 +825,117 @@ fn pair_launches_match_the_cpu_backend_and_their_single_launches() {
         eprintln!("{ty}: pairs ok");
     }
 }
+
+/// SwiGLU's down projection with the gate computed by the activation quantizer
+/// (`matmul_glu`, `mul_mat_id_planned_glu`: `quantize_act_*_glu`): for every weight type, 1
+/// and 3 tokens, h has the bits of `silu_mul` and is within 4 ulps of the CPU's, y has the
+/// bits of `silu_mul` then the product and agrees with the CPU's product of that h.
+#[test]
+fn gated_down_projections_match_the_cpu_backend_and_the_separate_ops() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x6a7e_d0c5);
+    let (rows, slices, n_used) = (29usize, 4usize, 2usize);
+    for &ty in GgmlType::ALL {
+        if glint_quant::traits(ty).vec_dot_type.is_none() {
+            continue;
+        }
+        let cols = 2 * ty.block_size().max(256);
+        let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+        for n in [1usize, 3] {
+            for expert in [false, true] {
+                let dims = if expert {
+                    vec![cols, rows, slices]
+                } else {
+                    vec![cols, rows]
+                };
+                let x_rows = if expert { n * n_used } else { n };
+                let wb = weight_bytes(&mut rng, ty, cols * rows * if expert { slices } else { 1 });
+                let (wc, wcpu) = upload_both(&cuda, &cpu, "down", ty, &dims, &wb);
+                let g: Vec<f32> = (0..x_rows * cols).map(|_| rng.f() * 4.0).collect();
+                let u: Vec<f32> = (0..x_rows * cols).map(|_| rng.f()).collect();
+                let sel: Vec<u32> = (0..n * n_used).map(|_| rng.below(slices as u32)).collect();
+                let (gd, ud) = (cuda.upload(&g).unwrap(), cuda.upload(&u).unwrap());
+                let sel_d = cuda.upload_ids(&sel).unwrap();
+                let mut plan = cuda
+                    .alloc_ids(cuda.moe_plan_len(n, n_used, slices))
+                    .unwrap();
+                cuda.moe_plan(&sel_d, n, n_used, slices, &mut plan).unwrap();
+                let len = x_rows * rows;
+                let (mut h, mut y) = (cuda.alloc(x_rows * cols).unwrap(), cuda.alloc(len).unwrap());
+                let (mut h2, mut y2) =
+                    (cuda.alloc(x_rows * cols).unwrap(), cuda.alloc(len).unwrap());
+                let (mut hc, mut yc) = (vec![0.0f32; x_rows * cols], vec![0.0f32; len]);
+                // The CPU's h (the trait's default: its silu_mul); its y is not compared.
+                cuda.silu_mul(&gd, &ud, x_rows * cols, &mut h2).unwrap();
+                if expert {
+                    cuda.mul_mat_id_planned_glu(
+                        &wc, &sel_d, &plan, n_used, &gd, &ud, n, cols, &mut h, &mut y,
+                    )
+                    .expect("cuda mul_mat_id_planned_glu");
+                    cuda.mul_mat_id(&wc, &sel_d, n_used, &h2, true, n, &mut y2)
+                        .unwrap();
+                    cpu.mul_mat_id_planned_glu(
+                        &wcpu, &sel, &sel, n_used, &g, &u, n, cols, &mut hc, &mut yc,
+                    )
+                    .unwrap();
+                } else {
+                    cuda.matmul_glu(&wc, &gd, &ud, n, cols, &mut h, &mut y)
+                        .expect("cuda matmul_glu");
+                    cuda.matmul(&wc, &h2, n, &mut y2).unwrap();
+                    cpu.matmul_glu(&wcpu, &g, &u, n, cols, &mut hc, &mut yc)
+                        .unwrap();
+                }
+                let what = format!("{ty} gated down, {dims:?}, {n} tokens");
+                let mut got = [vec![0.0f32; x_rows * cols], vec![0.0f32; x_rows * cols]];
+                cuda.download(&h, &mut got[0]).unwrap();
+                cuda.download(&h2, &mut got[1]).unwrap();
+                assert!(
+                    got[0]
+                        .iter()
+                        .zip(&got[1])
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: h differs from silu_mul's"
+                );
+                let mut gy = [vec![0.0f32; len], vec![0.0f32; len]];
+                cuda.download(&y, &mut gy[0]).unwrap();
+                cuda.download(&y2, &mut gy[1]).unwrap();
+                for (i, (a, b)) in gy[0].iter().zip(&gy[1]).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{what} output {i}: {a} vs separate {b}"
+                    );
+                }
+                // Against the CPU: h within a few ulps of its silu (the two expf differ), and
+                // y against the CPU's product of the GPU's h (an ulp of h can move a rounding
+                // of the activation quantization, which the tolerance does not cover).
+                for (i, (a, b)) in got[0].iter().zip(&hc).enumerate() {
+                    let lim = 4.0 * f32::EPSILON * b.abs().max(f32::MIN_POSITIVE);
+                    assert!((a - b).abs() <= lim, "{what}: h[{i}] {a}, the CPU's {b}");
+                }
+                let mut want = vec![0.0f32; len];
+                if expert {
+                    cpu.mul_mat_id(&wcpu, &sel, n_used, &got[0], true, n, &mut want)
+                        .unwrap();
+                } else {
+                    cpu.matmul(&wcpu, &got[0], n, &mut want).unwrap();
+                }
+                let tol: Vec<f64> = (0..len)
+                    .map(|i| {
+                        let (p, r) = (i / rows, i % rows);
+                        let e = if expert { sel[p] as usize } else { 0 };
+                        let w = &wb[(e * rows + r) * row_bytes..][..row_bytes];
+                        tolerance(
+                            ty,
+                            cols,
+                            abs_terms(ty, w, &got[0][p * cols..(p + 1) * cols]),
+                        )
+                    })
+                    .collect();
+                check_close(&what, &gy[0], &want, &tol);
+            }
+        }
+        eprintln!("{ty}: gated down ok");
+    }
+}

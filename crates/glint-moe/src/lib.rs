@@ -117,10 +117,8 @@ fn swiglu<B: Backend>(
     [g, u, h]: [&mut B::Buf; 3],
     out: &mut B::Buf,
 ) -> Result<()> {
-    let len = n * w.d_ff;
     be.matmul_pair(&w.gate, &w.up, x, n, g, u)?;
-    be.silu_mul(g, u, len, h)?;
-    be.matmul(&w.down, h, n, out)
+    be.matmul_glu(&w.down, g, u, n, w.d_ff, h, out)
 }
 
 /// Routed experts plus shared expert: `out [n × d_model] = Σ_k w_k E_{id_k}(x) + S(x)`.
@@ -151,7 +149,6 @@ pub fn moe<B: Backend>(
     be.moe_plan(ids, n, k, r.n_expert, &mut sc.route_plan)?;
     let (ids, plan) = (&sc.expert_ids, &sc.route_plan);
 
-    let len = n * k * w.d_ff;
     match &w.gate_up {
         ExpertGateUp::Split { gate, up } => {
             let (g, u) = (&mut sc.gate, &mut sc.up);
@@ -173,17 +170,9 @@ pub fn moe<B: Backend>(
             )?;
         }
     }
-    be.silu_mul(&sc.gate, &sc.up, len, &mut sc.act)?;
-    be.mul_mat_id_planned(
-        &w.down_exps,
-        ids,
-        plan,
-        k,
-        &sc.act,
-        true,
-        n,
-        &mut sc.expert_out,
-    )?;
+    let (g, u) = (&sc.gate, &sc.up);
+    let (h, y) = (&mut sc.act, &mut sc.expert_out);
+    be.mul_mat_id_planned_glu(&w.down_exps, ids, plan, k, g, u, n, w.d_ff, h, y)?;
     be.moe_combine(&sc.expert_out, &sc.expert_weights, n, k, d_model, out)?;
 
     if let Some(sh) = &w.shared {
