@@ -5,7 +5,8 @@
 # First the CUDA tests that run products and the indexer, with the defaults and again with
 # every stage on (GLINT_CUDA_MV_STAGE=all, GLINT_CUDA_MMID_STAGE=1: the sums must keep their
 # bits); then the kernel bench with and without stages (and gate + up as one launch); then tg64
-# on the 3 dense + 4 MoE synthetic file without pair launches (GLINT_CUDA_PAIR=0), with the
+# on the 3 dense + 4 MoE synthetic file without pair launches and gating quantizers
+# (GLINT_CUDA_PAIR=0 GLINT_CUDA_GLU=0), with the
 # defaults and with the expert stages, and at 16k with the indexer kernels side by
 # side (GLINT_CUDA_IDX_TILES=0 the general scores kernel, GLINT_CUDA_TOPK=rows the
 # one-histogram top-k). Logs and tables under $OUT.
@@ -40,7 +41,7 @@ wait
     KB_STAGE=$st KB_MMID_STAGE=$st KB_PAIR=$st KB_TYPES=q4_K,q5_K,q6_K,q8_0 KB_SHAPES=exp,attn_output,ffn_gate,output \
       KB_KS0=1 timeout 120 /tmp/kb_stage
   done; } > "$out/kb.txt" 2>&1
-{ for env in "GLINT_CUDA_PAIR=0" "" "GLINT_CUDA_MMID_STAGE=1" "GLINT_CUDA_PAIR=0" "" "GLINT_CUDA_MMID_STAGE=1"; do
+{ for env in "GLINT_CUDA_PAIR=0 GLINT_CUDA_GLU=0" "" "GLINT_CUDA_MMID_STAGE=1" "GLINT_CUDA_PAIR=0 GLINT_CUDA_GLU=0" "" "GLINT_CUDA_MMID_STAGE=1"; do
     echo "== ${env:-defaults}"
     env $env $G bench -m "$f" --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 | grep -E "probe|tg64"
   done

@@ -459,7 +459,7 @@ pub(crate) fn glu_activation(
     else {
         return Ok(false);
     };
-    if !reuse_on() {
+    if !reuse_on() || !glu_on() {
         return Ok(false);
     }
     let elems = mul(OP, rows, cols)?;
@@ -495,6 +495,13 @@ pub(crate) fn glu_activation(
     unsafe { b.launch(grid_1d(mul(OP, blocks, 32)?)) }.map_err(dev(OP))?;
     slots.keys[i] = Some(key);
     Ok(true)
+}
+
+/// Whether [`glu_activation`] runs (`GLINT_CUDA_GLU=0`: `silu_mul` and the quantization as
+/// two launches, to measure what one saves; the same bits either way).
+fn glu_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_GLU").map_or(true, |v| v != "0"))
 }
 
 /// Launches `kernel` (`per` elements a partner block, a warp a block when `warp`) over the
