@@ -142,8 +142,10 @@ extern "C" __global__ void moe_route(const float* logits, const float* bias, int
 }
 
 // out[t][j] = Σ_k w[t][k]·y[t][k][j], k in order. One thread per output value.
+// out = Σ_k w_k·y_k, then + add where `add` is not null (the shared expert's output: the bits
+// of the combine and an add_inplace after it, one launch fewer).
 extern "C" __global__ void moe_combine(const float* y, const float* w, int n_tokens, int n_used, int dim,
-                                       float* out) {
+                                       const float* add, float* out) {
     pdl_enter();
     long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long total = (long long)n_tokens * dim;
@@ -154,7 +156,7 @@ extern "C" __global__ void moe_combine(const float* y, const float* w, int n_tok
     const float* wt = w + t * n_used;
     float acc = 0.0f;
     for (int k = 0; k < n_used; k++) acc += wt[k] * yt[(long long)k * dim];
-    out[id] = acc;
+    out[id] = add ? acc + add[id] : acc;
 }
 
 // Expert parallelism's remap, on the device so a recorded step keeps it: an id in

@@ -435,6 +435,22 @@ pub trait Backend: Send + Sync {
         dim: usize,
         out: &mut Self::Buf,
     ) -> Result<()>;
+    /// [`Self::moe_combine`], then `out += add` (the shared expert's output): what the two
+    /// give, bit for bit; a backend may do both in one pass.
+    #[allow(clippy::too_many_arguments)]
+    fn moe_combine_add(
+        &self,
+        y: &Self::Buf,
+        weights: &Self::Buf,
+        n_tokens: usize,
+        n_used: usize,
+        dim: usize,
+        add: &Self::Buf,
+        out: &mut Self::Buf,
+    ) -> Result<()> {
+        self.moe_combine(y, weights, n_tokens, n_used, dim, out)?;
+        self.add(out, add, n_tokens * dim)
+    }
     /// Expert parallelism: this rank holds experts `first .. first + count` of the routed set.
     /// For each of the `n_tokens × n_used` choices, an expert it holds becomes its local index
     /// (`id − first`) and keeps its weight; any other becomes local expert 0 with weight 0, so

@@ -1116,6 +1116,17 @@ fn moe_combine<B: Backend>(be: &B) {
         }
     }
     close("moe_combine", "", &down(be, &out, n * dim), &want, &mag, k);
+    // With the shared expert's output added: the combine's sum, then the addend.
+    let s = r.vec(n * dim, 3.0);
+    let mut out = be.alloc(n * dim).expect("alloc");
+    be.moe_combine_add(&up(be, &y), &up(be, &w), n, k, dim, &up(be, &s), &mut out)
+        .expect("moe_combine_add");
+    for (i, v) in want.iter_mut().enumerate() {
+        *v += s[i] as f64;
+        mag[i] += (s[i] as f64).abs();
+    }
+    let got = down(be, &out, n * dim);
+    close("moe_combine_add", "", &got, &want, &mag, k + 1);
 }
 
 /// Expert parallelism's id remap: held experts become local ids with their weight, the

@@ -647,7 +647,19 @@ impl Backend for CudaBackend {
         dim: usize,
         out: &mut CudaBuf,
     ) -> Result<()> {
-        crate::moe::combine(self, y, weights, n_tokens, n_used, dim, out)
+        crate::moe::combine(self, y, weights, n_tokens, n_used, dim, None, out)
+    }
+    fn moe_combine_add(
+        &self,
+        y: &CudaBuf,
+        weights: &CudaBuf,
+        n_tokens: usize,
+        n_used: usize,
+        dim: usize,
+        add: &CudaBuf,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        crate::moe::combine(self, y, weights, n_tokens, n_used, dim, Some(add), out)
     }
     fn moe_local_experts(
         &self,

@@ -92,6 +92,7 @@ pub(crate) fn route(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn combine(
     be: &CudaBackend,
     y: &CudaBuf,
@@ -99,25 +100,30 @@ pub(crate) fn combine(
     n_tokens: usize,
     n_used: usize,
     dim: usize,
+    add: Option<&CudaBuf>,
     out: &mut CudaBuf,
 ) -> Result<()> {
     let op = "moe_combine";
     need(op, "y", n_tokens * n_used * dim, y.len)?;
     need(op, "weights", n_tokens * n_used, weights.len)?;
     need(op, "out", n_tokens * dim, out.len)?;
+    if let Some(a) = add {
+        need(op, "add", n_tokens * dim, a.len)?;
+    }
     if n_tokens == 0 || dim == 0 {
         return Ok(());
     }
     let f = be.func(Family::Moe, "moe_combine")?;
     let (n, k, d) = (int(op, n_tokens)?, int(op, n_used)?, int(op, dim)?);
     let mut b = be.launch(&f);
-    b.arg(y.data())
-        .arg(weights.data())
-        .arg(&n)
-        .arg(&k)
-        .arg(&d)
-        .arg(out.data_mut());
-    // SAFETY: as above.
+    let null = 0u64;
+    b.arg(y.data()).arg(weights.data()).arg(&n).arg(&k).arg(&d);
+    match add {
+        Some(a) => b.arg(a.data()),
+        None => b.arg(&null),
+    };
+    b.arg(out.data_mut());
+    // SAFETY: as above; `add`, where given, holds n_tokens × dim floats (checked).
     unsafe { b.launch(grid_1d(n_tokens * dim)) }.map_err(dev(op))?;
     Ok(())
 }

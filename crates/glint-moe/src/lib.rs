@@ -173,12 +173,13 @@ pub fn moe<B: Backend>(
     let (g, u) = (&sc.gate, &sc.up);
     let (h, y) = (&mut sc.act, &mut sc.expert_out);
     be.mul_mat_id_planned_glu(&w.down_exps, ids, plan, k, g, u, n, w.d_ff, h, y)?;
-    be.moe_combine(&sc.expert_out, &sc.expert_weights, n, k, d_model, out)?;
-
-    if let Some(sh) = &w.shared {
-        let bufs = [&mut sc.gate, &mut sc.up, &mut sc.act];
-        swiglu(be, sh, x, n, bufs, &mut sc.shared_out)?;
-        be.add(out, &sc.shared_out, n * d_model)?;
+    let (y, wts) = (&sc.expert_out, &sc.expert_weights);
+    match &w.shared {
+        Some(sh) => {
+            let bufs = [&mut sc.gate, &mut sc.up, &mut sc.act];
+            swiglu(be, sh, x, n, bufs, &mut sc.shared_out)?;
+            be.moe_combine_add(y, wts, n, k, d_model, &sc.shared_out, out)
+        }
+        None => be.moe_combine(y, wts, n, k, d_model, out),
     }
-    Ok(())
 }
