@@ -360,6 +360,9 @@ static void bench_topk() {
     const int K = 2048, threads_max = 1024;
     int optin = 0;
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, top_k_rows_s));
+    optin -= (int)fa.sharedSizeBytes;  // the kernel's own shared memory counts against the limit
     CK(cudaFuncSetAttribute(top_k_rows_s, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     printf("%-8s %5s %10s %12s %12s\n", "keys", "rows", "rows us", "shared us", "uncached us");
     for (int n : {4096, 16384, 32768, 65536}) {

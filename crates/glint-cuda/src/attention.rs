@@ -107,11 +107,16 @@ fn limits(be: &CudaBackend, inner: &mut Inner) -> Result<Limits> {
         .map_err(dev(op))?;
     let l = Limits {
         sm_count: sm.max(1) as usize,
-        smem_optin: be.smem.optin(be)?,
+        smem_optin: be.smem.optin(be)?.saturating_sub(STATIC_SMEM_RESERVE),
     };
     inner.limits = Some(l);
     Ok(l)
 }
+
+/// Shared memory the attention and indexer plans leave under the device's opt-in limit for a
+/// kernel's own (static) shared memory, which counts against it too (a few hundred bytes in
+/// kernels/mla.cu and indexer.cu).
+const STATIC_SMEM_RESERVE: usize = 2048;
 
 /// Blocks that fill the GPU (four per SM: a block is latency-bound, so more of them help).
 fn target_blocks(l: Limits) -> usize {
@@ -313,15 +318,15 @@ pub(crate) fn top_k(
     // `top_k_rows_s` (kernels/indexer.cu): a 256-bin histogram a warp, and the row's keys too
     // where they fit; GLINT_CUDA_TOPK=rows takes the one-histogram kernel, to compare.
     let shared = topk_shared();
-    let hist = threads / 32 * 256 * 4;
-    let optin = be.smem.optin(be)?;
-    let cached = shared && hist + 4 * n <= optin;
-    let (name, smem) = match (shared, cached) {
-        (false, _) => ("top_k_rows", 0),
-        (true, false) => ("top_k_rows_s", hist),
-        (true, true) => ("top_k_rows_s", hist + 4 * n),
-    };
+    let name = if shared { "top_k_rows_s" } else { "top_k_rows" };
     let f = be.func(Family::Indexer, name)?;
+    let hist = threads / 32 * 256 * 4;
+    let cached = shared && hist + 4 * n <= be.smem.dynamic_limit(be, op, &f, name)?;
+    let smem = match (shared, cached) {
+        (false, _) => 0,
+        (true, false) => hist,
+        (true, true) => hist + 4 * n,
+    };
     be.smem.allow(be, op, &f, name, smem)?;
     let cfg = LaunchConfig {
         grid_dim: (int(op, rows)? as u32, 1, 1),

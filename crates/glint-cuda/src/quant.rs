@@ -631,17 +631,12 @@ fn with_stage(
     mut grid: LaunchConfig,
 ) -> Result<Option<(CudaFunction, LaunchConfig)>> {
     let bytes = stage_bytes_per_warp(ty, stages) * grid.block_dim.1 as usize;
-    if bytes > be.smem.optin(be)? {
+    let f = be.func(Family::Quant, name)?;
+    let op = "allowing a product kernel its weight stages";
+    if bytes > be.smem.dynamic_limit(be, op, &f, name)? {
         return Ok(None);
     }
-    let f = be.func(Family::Quant, name)?;
-    be.smem.allow(
-        be,
-        "allowing a product kernel its weight stages",
-        &f,
-        name,
-        bytes,
-    )?;
+    be.smem.allow(be, op, &f, name, bytes)?;
     grid.shared_mem_bytes = bytes as u32;
     Ok(Some((f, grid)))
 }

@@ -17,7 +17,8 @@ pub(crate) const SMEM_DEFAULT: usize = 48 * 1024;
 #[derive(Default)]
 pub struct SmemState {
     optin: OnceLock<usize>,
-    allowed: Mutex<HashMap<&'static str, usize>>,
+    /// Per kernel: its static shared memory, and the dynamic size its attribute allows.
+    allowed: Mutex<HashMap<&'static str, (usize, usize)>>,
 }
 
 impl SmemState {
@@ -35,8 +36,32 @@ impl SmemState {
             .get_or_init(|| (v.max(0) as usize).max(SMEM_DEFAULT)))
     }
 
-    /// Lets `f` (kernel `name`) use `bytes` of dynamic shared memory, opting in past 48 KiB; an
-    /// error naming `op` where the device allows less.
+    /// The most dynamic shared memory `f` (kernel `name`) can be allowed: the device's opt-in
+    /// limit less the kernel's static shared memory.
+    pub(crate) fn dynamic_limit(
+        &self,
+        be: &CudaBackend,
+        op: &'static str,
+        f: &CudaFunction,
+        name: &'static str,
+    ) -> Result<usize> {
+        let optin = self.optin(be)?;
+        let mut allowed = self.allowed.lock().unwrap_or_else(|p| p.into_inner());
+        let statics = match allowed.get(name) {
+            Some(&(s, _)) => s,
+            None => {
+                let s = f.shared_size_bytes().map_err(dev(op))?.max(0) as usize;
+                allowed.insert(name, (s, 0));
+                s
+            }
+        };
+        Ok(optin.saturating_sub(statics))
+    }
+
+    /// Lets `f` (kernel `name`) use `bytes` of dynamic shared memory, opting in where its
+    /// static shared memory and `bytes` pass 48 KiB; an error naming `op` where the device
+    /// allows less. The static part counts against both limits: a kernel with 272 bytes of
+    /// its own and exactly 48 KiB dynamic fails to launch without the opt-in.
     pub(crate) fn allow(
         &self,
         be: &CudaBackend,
@@ -46,16 +71,25 @@ impl SmemState {
         bytes: usize,
     ) -> Result<()> {
         let optin = self.optin(be)?;
-        if bytes > optin {
+        let mut allowed = self.allowed.lock().unwrap_or_else(|p| p.into_inner());
+        let (statics, done) = match allowed.get(name) {
+            Some(&(s, d)) => (s, d),
+            None => {
+                let s = f.shared_size_bytes().map_err(dev(op))?.max(0) as usize;
+                allowed.insert(name, (s, 0));
+                (s, 0)
+            }
+        };
+        if bytes + statics > optin {
             return Err(CoreError::Param {
                 op,
                 msg: format!(
-                    "needs {bytes} bytes of shared memory per block, the device allows {optin}"
+                    "needs {bytes} + {statics} (static) bytes of shared memory per block, the \
+                     device allows {optin}"
                 ),
             });
         }
-        let mut allowed = self.allowed.lock().unwrap_or_else(|p| p.into_inner());
-        if bytes <= SMEM_DEFAULT || allowed.get(name).is_some_and(|&b| b >= bytes) {
+        if bytes + statics <= SMEM_DEFAULT || done >= bytes {
             return Ok(());
         }
         f.set_attribute(
@@ -63,7 +97,7 @@ impl SmemState {
             bytes as i32,
         )
         .map_err(dev(op))?;
-        allowed.insert(name, bytes);
+        allowed.insert(name, (statics, bytes));
         Ok(())
     }
 }
