@@ -181,6 +181,46 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
 }
 
 // ---- top-k ------------------------------------------------------------------------------------
+// Warp 0 of a radix pass: the bin b of the k-th largest — the highest b ≥ 1 whose count from b
+// up reaches `remaining`, else 0 — and the count above b, what a scan down from bin 255 finds.
+// Lane l holds bins 8l..8l+7 (zeroing them where `clear`, for the next pass); a suffix scan
+// over the lanes gives the count above; the highest lane with a hit writes the new prefix and
+// what remains to take.
+__device__ __forceinline__ void topk_pick_bin(u32* hist, bool clear, int lane, u32 prefix, int shift,
+                                              u32 remaining, u32* sh_prefix, u32* sh_remaining) {
+    u32 h[8], tot = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        h[j] = hist[8 * lane + j];
+        if (clear) hist[8 * lane + j] = 0;
+        tot += h[j];
+    }
+    u32 suf = tot;  // keys in this lane's bins and above
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += v;
+    }
+    u32 cum = suf - tot;
+    int b = 0;
+    u32 cum_b = 0;
+#pragma unroll
+    for (int j = 7; j >= 0; j--) {
+        const int bin = 8 * lane + j;
+        if (b == 0 && bin > 0 && cum + h[j] >= remaining) {
+            b = bin;
+            cum_b = cum;
+        }
+        cum += h[j];
+    }
+    const u32 hit = __ballot_sync(0xffffffffu, b > 0);
+    if (lane == (hit ? 31 - __clz(hit) : 0)) {
+        if (b == 0) cum_b = suf - h[0];  // lane 0: every bin above bin 0
+        *sh_prefix = prefix | ((u32)b << shift);
+        *sh_remaining = remaining - cum_b;
+    }
+}
+
 // One block per row (blockDim.x a multiple of 32, at most 1024). A radix select over the
 // total-order keys (four passes of 8 bits) finds T, the k-th largest key, and how many of the
 // keys equal to T are taken (the lowest-index ones). A last pass writes, in index order, every
@@ -226,41 +266,7 @@ extern "C" __global__ void top_k_rows(const float* x, int n, int k, u32* ids) {
             }
         }
         __syncthreads();
-        if (warp == 0) {
-            // The bin b of the k-th largest: the highest b ≥ 1 whose count from b up reaches
-            // `remaining`, else 0, and the count above b — what a scan down from bin 255 finds.
-            // Lane l holds bins 8l..8l+7; a suffix scan over the lanes gives the count above.
-            u32 h[8], tot = 0;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                h[j] = hist[8 * lane + j];
-                tot += h[j];
-            }
-            u32 suf = tot;  // keys in this lane's bins and above
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
-                if (lane + o < 32) suf += v;
-            }
-            u32 cum = suf - tot;
-            int b = 0;
-            u32 cum_b = 0;
-#pragma unroll
-            for (int j = 7; j >= 0; j--) {
-                const int bin = 8 * lane + j;
-                if (b == 0 && bin > 0 && cum + h[j] >= remaining) {
-                    b = bin;
-                    cum_b = cum;
-                }
-                cum += h[j];
-            }
-            const u32 hit = __ballot_sync(0xffffffffu, b > 0);
-            if (lane == (hit ? 31 - __clz(hit) : 0)) {
-                if (b == 0) cum_b = suf - h[0];  // lane 0: every bin above bin 0
-                sh_prefix = prefix | ((u32)b << shift);
-                sh_remaining = remaining - cum_b;
-            }
-        }
+        if (warp == 0) topk_pick_bin(hist, false, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
         __syncthreads();
         prefix = sh_prefix;
         remaining = sh_remaining;
@@ -399,41 +405,7 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
             wh[b] = s;
         }
         __syncthreads();
-        if (warp == 0) {
-            // As in top_k_rows: the highest bin b ≥ 1 whose count from b up reaches `remaining`,
-            // else 0, and the count above it. Lane l holds bins 8l..8l+7.
-            u32 h[8], tot = 0;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                h[j] = wh[8 * lane + j];
-                wh[8 * lane + j] = 0;
-                tot += h[j];
-            }
-            u32 suf = tot;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
-                if (lane + o < 32) suf += v;
-            }
-            u32 cum = suf - tot;
-            int b = 0;
-            u32 cum_b = 0;
-#pragma unroll
-            for (int j = 7; j >= 0; j--) {
-                const int bin = 8 * lane + j;
-                if (b == 0 && bin > 0 && cum + h[j] >= remaining) {
-                    b = bin;
-                    cum_b = cum;
-                }
-                cum += h[j];
-            }
-            const u32 hit = __ballot_sync(0xffffffffu, b > 0);
-            if (lane == (hit ? 31 - __clz(hit) : 0)) {
-                if (b == 0) cum_b = suf - h[0];
-                sh_prefix = prefix | ((u32)b << shift);
-                sh_remaining = remaining - cum_b;
-            }
-        }
+        if (warp == 0) topk_pick_bin(wh, true, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
         __syncthreads();
         prefix = sh_prefix;
         remaining = sh_remaining;

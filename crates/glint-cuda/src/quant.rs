@@ -723,6 +723,27 @@ pub(crate) fn matmul_pair(
     matmul(be, b, x, n, yb)
 }
 
+/// A pair launch's second weight must match the first and its output hold `len` floats; one
+/// token only (the batched kernels have no second half).
+fn check_second(
+    op: &'static str,
+    w: &CudaWeight,
+    second: &Second<'_>,
+    n: usize,
+    len: usize,
+) -> Result<()> {
+    let Some((w2, y2)) = second else {
+        return Ok(());
+    };
+    if n != 1 || !pairable(w, w2) {
+        return Err(CoreError::Param {
+            op,
+            msg: "a pair launch needs one token and two weights of one type and shape".into(),
+        });
+    }
+    need(op, "second y", len, y2.len)
+}
+
 /// Pushes the second weight and output of a pair launch, or nulls, and sets grid.z.
 fn push_second<'a>(
     b: &mut crate::launch::Launch<'a>,
@@ -760,15 +781,7 @@ fn matmul_with(
     let (cols, rows) = (w.cols(), w.rows());
     need(OP, "x", mul(OP, n, cols)?, x.len)?;
     need(OP, "y", mul(OP, n, rows)?, y.len)?;
-    if let Some((w2, y2)) = &second {
-        if n != 1 || !pairable(w, w2) {
-            return Err(CoreError::Param {
-                op: OP,
-                msg: "a pair launch needs one token and two weights of one type and shape".into(),
-            });
-        }
-        need(OP, "second y", rows, y2.len)?;
-    }
+    check_second(OP, w, &second, n, rows)?;
     if n == 0 || rows == 0 {
         return Ok(());
     }
@@ -889,15 +902,7 @@ fn mul_mat_id_with(
     let x_rows = if x_per_slot { pairs } else { n };
     need(OP, "x", mul(OP, x_rows, cols)?, x.len)?;
     need(OP, "y", mul(OP, pairs, rows)?, y.len)?;
-    if let Some((w2, y2)) = &second {
-        if n != 1 || !pairable(w, w2) {
-            return Err(CoreError::Param {
-                op: OP,
-                msg: "a pair launch needs one token and two weights of one type and shape".into(),
-            });
-        }
-        need(OP, "second y", mul(OP, pairs, rows)?, y2.len)?;
-    }
+    check_second(OP, w, &second, n, mul(OP, pairs, rows)?)?;
     if pairs == 0 || rows == 0 {
         return Ok(());
     }
