@@ -8,7 +8,8 @@
 //
 //   kernel_bench quant   matvec / mmid per weight type and shape
 //   kernel_bench mla     decode attention over L keys (all 64 heads, dk 576, dv 512)
-//   kernel_bench indexer the indexer's top-k, 2048 of 4k..64k scores
+//   kernel_bench indexer the indexer's scores over 4k..64k keys (both kernels), and its top-k,
+//                        2048 of 4k..64k scores
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -353,6 +354,61 @@ static void bench_mla(double bw) {
 #endif
 
 #ifdef BENCH_INDEXER
+// The indexer's scores of one decode token over L cached keys (GLM-5: 32 heads × 128, an f32
+// cache in blocks of 64 rows, the block table reversed so rows are gathered): the general
+// kernel against the register-tile one (crates/glint-cuda/src/attention.rs indexer_scores: 32
+// keys a block, 256 threads, the same shared-memory sizes).
+static void bench_idx_scores(double bw) {
+    const int H = 32, D = 128, BS = 64, KT = 32;
+    auto smem_bytes = [](int floats, int longs) { return (floats + 1) / 2 * 8 + longs * 8; };
+    const int sm_gen = smem_bytes(H * (D + 1) + H + KT * D, KT), sm_t32 = smem_bytes((H + KT) * (D + 4) + H, KT);
+    CK(cudaFuncSetAttribute(indexer_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_gen));
+    CK(cudaFuncSetAttribute(indexer_scores_t32, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_t32));
+    printf("%-8s %12s %8s %12s %8s\n", "keys", "general us", "%copy", "tiles us", "%copy");
+    for (int L : {4096, 16384, 65536}) {
+        const int nb = (L + BS - 1) / BS;
+        const long long rows = (long long)nb * BS;
+        float *q, *w, *kc, *out;
+        CK(cudaMalloc(&q, 4 * H * D));
+        CK(cudaMalloc(&w, 4 * H));
+        CK(cudaMalloc(&kc, 4 * rows * D));
+        CK(cudaMalloc(&out, 4ll * L));
+        fill_random(q, 4 * H * D, 1);
+        fill_random(w, 4 * H, 2);
+        CK(cudaMemset(kc, 0, 4 * rows * D));
+        std::vector<u32> tables(nb);
+        for (int i = 0; i < nb; ++i) tables[i] = nb - 1 - i;
+        u32 *dt, *dpos, *dseq;
+        CK(cudaMalloc(&dt, 4 * nb));
+        CK(cudaMemcpy(dt, tables.data(), 4 * nb, cudaMemcpyHostToDevice));
+        const u32 pos = L - 1, seq = 0;
+        CK(cudaMalloc(&dpos, 4));
+        CK(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&dseq, 4));
+        CK(cudaMemcpy(dseq, &seq, 4, cudaMemcpyHostToDevice));
+        const dim3 grid(1, (L + KT - 1) / KT);
+        const float tg = time_us([&](int) {
+            indexer_scores<<<grid, 256, sm_gen>>>(q, w, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb, BS,
+                                                  H, D, L, KT, out);
+        });
+        const float tt = time_us([&](int) {
+            indexer_scores_t32<<<grid, 256, sm_t32>>>(q, w, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb,
+                                                      BS, D, L, out);
+        });
+        CK(cudaGetLastError());
+        const double bytes = 4.0 * L * D;
+        auto pct = [&](float us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / bw; };
+        printf("%-8d %12.2f %7.1f%% %12.2f %7.1f%%\n", L, tg, pct(tg), tt, pct(tt));
+        CK(cudaFree(q));
+        CK(cudaFree(w));
+        CK(cudaFree(kc));
+        CK(cudaFree(out));
+        CK(cudaFree(dt));
+        CK(cudaFree(dpos));
+        CK(cudaFree(dseq));
+    }
+}
+
 // The indexer's top-k (2048 of n) on one row, as a decode step runs it, and on 4: the
 // one-histogram kernel against top_k_rows_s with the keys in shared memory and without.
 // Scores as the indexer's crowd: ReLU-weighted sums, most in a few binades.
@@ -411,6 +467,7 @@ int main(int argc, char** argv) {
     bench_mla(bw);
 #endif
 #ifdef BENCH_INDEXER
+    bench_idx_scores(bw);
     bench_topk();
 #endif
     (void)argc;
