@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times glint's decode kernels alone on GLM-5's shapes (benches/cuda/kernel_bench.cu).
 # Here (no GPU):   cargo run -p glint-cuda --example kernel_source -- benches/cuda/src
+#                  bash scripts/kernel-bench-compile.sh   (nvcc from PyPI: the harness compiles)
 # There (GPU):     bash benches/cuda/kernel_bench.sh [quant|mla|indexer|mla-ablate]...   (nvcc needed)
 # mla-ablate also times the attention kernel with its score dot or its P·V update left out, to
 # see which phase its time goes to. KB_TYPES / KB_KS narrow the quant types and sweep the
