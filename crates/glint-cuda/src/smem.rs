@@ -47,14 +47,7 @@ impl SmemState {
     ) -> Result<usize> {
         let optin = self.optin(be)?;
         let mut allowed = self.allowed.lock().unwrap_or_else(|p| p.into_inner());
-        let statics = match allowed.get(name) {
-            Some(&(s, _)) => s,
-            None => {
-                let s = f.shared_size_bytes().map_err(dev(op))?.max(0) as usize;
-                allowed.insert(name, (s, 0));
-                s
-            }
-        };
+        let (statics, _) = entry(&mut allowed, op, f, name)?;
         Ok(optin.saturating_sub(statics))
     }
 
@@ -72,14 +65,7 @@ impl SmemState {
     ) -> Result<()> {
         let optin = self.optin(be)?;
         let mut allowed = self.allowed.lock().unwrap_or_else(|p| p.into_inner());
-        let (statics, done) = match allowed.get(name) {
-            Some(&(s, d)) => (s, d),
-            None => {
-                let s = f.shared_size_bytes().map_err(dev(op))?.max(0) as usize;
-                allowed.insert(name, (s, 0));
-                (s, 0)
-            }
-        };
+        let (statics, done) = entry(&mut allowed, op, f, name)?;
         if bytes + statics > optin {
             return Err(CoreError::Param {
                 op,
@@ -100,4 +86,20 @@ impl SmemState {
         allowed.insert(name, (statics, bytes));
         Ok(())
     }
+}
+
+/// Kernel `name`'s (static shared memory, dynamic size allowed so far), its static size asked
+/// of the driver the first time.
+fn entry(
+    allowed: &mut HashMap<&'static str, (usize, usize)>,
+    op: &'static str,
+    f: &CudaFunction,
+    name: &'static str,
+) -> Result<(usize, usize)> {
+    if let Some(&e) = allowed.get(name) {
+        return Ok(e);
+    }
+    let statics = f.shared_size_bytes().map_err(dev(op))?.max(0) as usize;
+    allowed.insert(name, (statics, 0));
+    Ok((statics, 0))
 }
