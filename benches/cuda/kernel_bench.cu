@@ -272,7 +272,7 @@ static void bench_quant(double bw) {
 #ifdef BENCH_MLA
 static void bench_mla(double bw) {
     const int H = 64, DK = 576, DV = 512, BS = 64, NSEL = 2048;
-    const int L_list[] = {4, 256, 2048, 4096, 16384, 65536};
+    const int L_list[] = {4, 67, 256, 2048, 4096, 16384, 65536};
     int sms = 0, optin = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
@@ -312,15 +312,19 @@ static void bench_mla(double bw) {
         bool has_sel = L > NSEL;
         int keys = has_sel ? NSEL : L;
         // mla_plan: G heads per block by accumulators and shared memory, splits to fill 4 blocks/SM.
+        // KB_MLA_HEADS, KB_MLA_SPLIT_KEYS, KB_MLA_BLOCKS: the plan's knobs (attention.rs's
+        // GLINT_CUDA_MLA_*), to time other plans.
+        auto knob = [](const char* n, int d) { const char* v = getenv(n); return v && atoi(v) > 0 ? atoi(v) : d; };
         int g = H < (MLA_THREADS * MLA_ACC) / DV ? H : (MLA_THREADS * MLA_ACC) / DV;
+        g = std::min(g, knob("KB_MLA_HEADS", g));
         int st = DK + 4;
         auto smem = [&](int g) { return (((g + MLA_KT) * st + g * MLA_KT + 3 * g + 1) & ~1) * 4 + MLA_KT * 8; };
         while (smem(g) > optin) --g;
         int ng = (H + g - 1) / g;
         g = (H + ng - 1) / ng;
-        int blocks = ng, target = 4 * sms;
+        int blocks = ng, target = knob("KB_MLA_BLOCKS", 4) * sms, min_keys = knob("KB_MLA_SPLIT_KEYS", 32);
         int splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
-        splits = std::min(splits, (keys + 31) / 32);
+        splits = std::min(splits, (keys + min_keys - 1) / min_keys);
         splits = std::min(splits, 48 * 1024 / (4 * g));
         splits = std::max(1, std::min(splits, 128));
         int chunk = (keys + splits - 1) / splits;
@@ -340,7 +344,7 @@ static void bench_mla(double bw) {
         CK(cudaGetLastError());
         double bytes = 4.0 * keys * DK;
         double gbs = bytes / (us * 1e-6) / 1e9;
-        printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%\n", "f32", L, keys, splits, us, gbs, 100.0 * gbs / bw);
+        printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%  G %d\n", "f32", L, keys, splits, us, gbs, 100.0 * gbs / bw, g);
         CK(cudaFree(q));
         CK(cudaFree(kc));
         CK(cudaFree(dt));

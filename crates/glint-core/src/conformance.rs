@@ -1051,6 +1051,10 @@ fn moe_route<B: Backend>(be: &B) {
         (Gating::Sigmoid, 16, 4, 2, 4),
         (Gating::Softmax, 10, 1, 1, 3),
         (Gating::Sigmoid, 12, 3, 3, 2),
+        // GLM-5's shape (the CUDA kernel's register path: up to 256 experts), and one past it
+        // (the kernel's shared-memory path).
+        (Gating::Sigmoid, 256, 1, 1, 8),
+        (Gating::Softmax, 300, 1, 1, 6),
     ] {
         let p = RouterParams {
             n_expert,

@@ -120,7 +120,26 @@ const STATIC_SMEM_RESERVE: usize = 2048;
 
 /// Blocks that fill the GPU (four per SM: a block is latency-bound, so more of them help).
 fn target_blocks(l: Limits) -> usize {
-    4 * l.sm_count
+    mla_knob("GLINT_CUDA_MLA_BLOCKS", 4) * l.sm_count
+}
+
+/// A positive integer from the environment, else `default`: the MLA plan's knobs
+/// (`GLINT_CUDA_MLA_BLOCKS` blocks a multiprocessor the splits aim for, `GLINT_CUDA_MLA_HEADS`
+/// most heads a block, `GLINT_CUDA_MLA_SPLIT_KEYS` fewest keys a split), read once each, to
+/// time other plans on a device without a rebuild.
+fn mla_knob(name: &'static str, default: usize) -> usize {
+    static KNOBS: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
+    let mut k = KNOBS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, v)) = k.iter().find(|(n, _)| *n == name) {
+        return v;
+    }
+    let v = std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&v| (1..=4096).contains(&v))
+        .unwrap_or(default);
+    k.push((name, v));
+    v
 }
 
 fn grow_part(be: &CudaBackend, inner: &mut Inner, len: usize) -> Result<()> {
@@ -362,7 +381,9 @@ fn mla_smem(g: usize, dk: usize) -> usize {
 fn mla_plan(op: &'static str, lim: Limits, p: &AttnParams, selected: bool) -> Result<MlaPlan> {
     let (h, dk, dv) = (p.n_heads, p.dk, p.dv);
     let by_acc = (MLA_THREADS * MLA_ACC) / dv;
-    let mut g_max = h.min(by_acc);
+    let mut g_max = h
+        .min(by_acc)
+        .min(mla_knob("GLINT_CUDA_MLA_HEADS", usize::MAX));
     while g_max > 0 && mla_smem(g_max, dk) > lim.smem_optin {
         g_max -= 1;
     }
@@ -385,7 +406,7 @@ fn mla_plan(op: &'static str, lim: Limits, p: &AttnParams, selected: bool) -> Re
     } else {
         target
             .div_ceil(blocks)
-            .min(l_max.div_ceil(MIN_SPLIT_KEYS))
+            .min(l_max.div_ceil(mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS", MIN_SPLIT_KEYS)))
             .min(SMEM_DEFAULT / (4 * g))
             .clamp(1, MAX_SPLITS)
     };
