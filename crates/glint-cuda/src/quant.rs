@@ -119,6 +119,39 @@ fn kind_for(op: &'static str, ty: GgmlType) -> Result<&'static Kind> {
     kind(ty).ok_or(CoreError::UnsupportedType { op, ty })
 }
 
+/// F32 weights whose rows are whole float4s (kernels/quant.cu `W_f32x4`): a lane reads 16
+/// bytes a unit where `*_f32` reads 4.
+const F32X4: Kind = Kind {
+    ty: GgmlType::F32,
+    matvec: "matvec_f32x4",
+    matvec1: "matvec1_f32x4",
+    matvec1s: None,
+    mmids: None,
+    mmid: "mmid_f32x4",
+    get_rows: "get_rows_f32x4",
+    partner: GgmlType::F32,
+    mmq: None,
+};
+
+/// Whether an F32 weight of `cols` columns takes the float4 kernels: by its shape alone (so
+/// a row's sum is the same expression in every product of it); `GLINT_CUDA_F32X4=0` never
+/// (to compare). Rows of a multiple of 4 floats keep 16-byte alignment: weights and buffers
+/// are whole allocations.
+fn f32x4(ty: GgmlType, cols: usize) -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    ty == GgmlType::F32
+        && cols.is_multiple_of(4)
+        && *ON.get_or_init(|| std::env::var("GLINT_CUDA_F32X4").map_or(true, |v| v != "0"))
+}
+
+/// The kernels of weight `w`: its type's row, or the float4 one.
+fn kind_of(op: &'static str, w: &CudaWeight) -> Result<&'static Kind> {
+    if f32x4(w.ty, w.cols()) {
+        return Ok(&F32X4);
+    }
+    kind_for(op, w.ty)
+}
+
 /// The activation quantizer for `partner` and how many source floats one of its threads or
 /// warps covers: (kernel, elements per block, one warp per block?). `None` for F32.
 fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, bool)> {
@@ -453,7 +486,7 @@ pub(crate) fn glu_activation(
     h: &mut CudaBuf,
 ) -> Result<bool> {
     const OP: &str = "silu_mul";
-    let k = kind_for(OP, w.ty)?;
+    let k = kind_of(OP, w)?;
     let cols = w.cols();
     let (Some(kernel), Some((_, per, true))) = (glu_quantizer(k.partner), quantizer(k.partner))
     else {
@@ -673,7 +706,9 @@ fn mmq_kernel(ty: GgmlType) -> Option<&'static str> {
 /// Work units per weight row (kernels/quant.cu `cols / QK * NSUB`): an element of a float
 /// type, 32 elements of every block type.
 fn units(ty: GgmlType, cols: usize) -> usize {
-    if ty.block_size() == 1 {
+    if f32x4(ty, cols) {
+        cols / 4
+    } else if ty.block_size() == 1 {
         cols
     } else {
         cols / 32
@@ -771,7 +806,7 @@ fn matmul_with(
     mut second: Second<'_>,
 ) -> Result<()> {
     const OP: &str = "matmul";
-    let k = kind_for(OP, w.ty)?;
+    let k = kind_of(OP, w)?;
     if w.slices() != 1 {
         return Err(CoreError::Param {
             op: OP,
@@ -895,7 +930,7 @@ fn mul_mat_id_with(
     mut second: Second<'_>,
 ) -> Result<()> {
     const OP: &str = "mul_mat_id";
-    let k = kind_for(OP, w.ty)?;
+    let k = kind_of(OP, w)?;
     let (cols, rows, slices) = (w.cols(), w.rows(), w.slices());
     let pairs = mul(OP, n, n_used)?;
     need(OP, "ids", pairs, ids.len)?;
@@ -1004,7 +1039,7 @@ pub(crate) fn get_rows(
     out: &mut CudaBuf,
 ) -> Result<()> {
     const OP: &str = "get_rows";
-    let k = kind_for(OP, w.ty)?;
+    let k = kind_of(OP, w)?;
     let cols = w.cols();
     need(OP, "ids", n, ids.len)?;
     need(OP, "out", mul(OP, n, cols)?, out.len)?;

@@ -111,7 +111,7 @@ fn small_families_compile_to_cubins(cache: &std::path::Path) {
 /// quant.cu's kernels of each kind the Rust table (src/quant.rs) names, by a sample of types,
 /// across its programs; and each type's kernels in exactly one of them.
 fn quant_entries(arch: &str, text: &str) {
-    for ty in ["f32", "q4_k", "q5_k", "q6_k", "iq1_m", "iq4_xs"] {
+    for ty in ["f32", "f32x4", "q4_k", "q5_k", "q6_k", "iq1_m", "iq4_xs"] {
         for kind in ["matvec", "matvec1", "mmid", "get_rows"] {
             let n = text.matches(&format!(".entry {kind}_{ty}(")).count();
             assert_eq!(n, 1, "{arch}: {kind}_{ty} in {n} of quant.cu's programs");

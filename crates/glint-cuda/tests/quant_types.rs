@@ -134,8 +134,9 @@ fn tolerance(ty: GgmlType, cols: usize, abs_sum: f64) -> f64 {
 fn shapes(ty: GgmlType) -> Vec<(usize, usize)> {
     let bs = ty.block_size();
     if bs == 1 {
-        // The conformance suite's odd widths.
-        vec![(7, 4), (13, 5), (513, 37)]
+        // The conformance suite's odd widths, and widths of whole float4s (F32 takes
+        // `*_f32x4` there), one as GLM-5's router (6144 columns, split over several warps).
+        vec![(7, 4), (13, 5), (513, 37), (12, 5), (6144, 33)]
     } else {
         // Two blocks over 4 rows and over 3 (fewer than a warp group's 4), a wider,
         // 256-multiple row over a ragged row count, and rows long enough that several warps
