@@ -114,8 +114,8 @@ fn limits(be: &CudaBackend, inner: &mut Inner) -> Result<Limits> {
 }
 
 /// Shared memory the attention and indexer plans leave under the device's opt-in limit for a
-/// kernel's own (static) shared memory, which counts against it too (a few hundred bytes in
-/// kernels/mla.cu and indexer.cu).
+/// kernel's own (static) shared memory, which counts against it too (at most ~1.3 KiB in
+/// kernels/mla.cu and indexer.cu: `top_k_rows_s`'s summed histogram and warp counts).
 const STATIC_SMEM_RESERVE: usize = 2048;
 
 /// Blocks that fill the GPU (four per SM: a block is latency-bound, so more of them help).
