@@ -2,131 +2,14 @@
 // gather, paged-cache row encode/decode. Sums over a row are in f64 where the CPU reference sums
 // in f64 (norm statistics), so both backends round the same value once.
 
-__device__ double block_sum_f64(double s, double* sh) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0) sh[wid] = s;
-    __syncthreads();
-    if (wid == 0) {
-        s = lane < nw ? sh[lane] : 0.0;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) sh[32] = s;
-    }
-    __syncthreads();
-    return sh[32];
-}
-
-// Float4s of a row each thread holds in registers: a row of up to NORM_V4 · 4 · blockDim floats
-// (16384 at 512 threads) is read once, every load of a thread in flight together, instead of
-// once per pass of a loop whose every load waits on the one before (a 6144-wide RMSNorm took
-// 9 µs so, on an H200). Wider or unaligned rows take the loops.
-#define NORM_V4 8
-
-__device__ __forceinline__ bool norm_in_registers(const void* x, const void* w, const void* b, const void* y,
-                                                  int dim) {
-    const unsigned long long any = (unsigned long long)x | (unsigned long long)w | (unsigned long long)b |
-                                   (unsigned long long)y;
-    return (dim & 3) == 0 && dim <= NORM_V4 * 4 * (int)blockDim.x && (any & 15) == 0;
-}
-
-// Σ v² of a float4 in f64 (each square is exact in f64, so the order of these adds is the only
-// rounding, as in the loop).
-__device__ __forceinline__ double sq4(float4 v) {
-    return (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
-}
-
-// The register path's end: y = w ⊙ v · inv, inv from the block's Σ v² (s, this thread's part).
-__device__ __forceinline__ void rms_store(const float4 (&v)[NORM_V4], const float4 (&g)[NORM_V4], double s, int n4,
-                                          int dim, float eps, double* sh, float4* y4) {
-    const float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
-#pragma unroll
-    for (int u = 0; u < NORM_V4; u++) {
-        const int e = threadIdx.x + u * blockDim.x;
-        if (e < n4)
-            y4[e] = make_float4(g[u].x * (v[u].x * inv), g[u].y * (v[u].y * inv), g[u].z * (v[u].z * inv),
-                                g[u].w * (v[u].w * inv));
-    }
-}
-
 extern "C" __global__ void rms_norm(const float* x, const float* w, float* y, int dim, float eps) {
     pdl_enter();
-    __shared__ double sh[33];
-    const long long base = (long long)blockIdx.x * dim;
-    if (norm_in_registers(x, w, w, y, dim)) {
-        const int n4 = dim >> 2;
-        const float4* x4 = (const float4*)(x + base);
-        const float4* w4 = (const float4*)w;
-        float4 v[NORM_V4], g[NORM_V4];
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++) {
-            const int e = threadIdx.x + u * blockDim.x;
-            if (e < n4) {
-                v[u] = x4[e];
-                g[u] = w4[e];
-            }
-        }
-        double s = 0.0;
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++)
-            if (threadIdx.x + u * blockDim.x < n4) s += sq4(v[u]);
-        rms_store(v, g, s, n4, dim, eps, sh, (float4*)(y + base));
-        return;
-    }
-    double s = 0.0;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        double v = x[base + i];
-        s += v * v;
-    }
-    float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = w[i] * (x[base + i] * inv);
+    rms_norm_row(x, w, y, dim, eps);
 }
 
-// h += d (add_inplace's float adds), then y = rms_norm(h) as rms_norm computes it: the residual
-// add and the next layer's norm in one launch (Backend::add_rms_norm). Rows that rms_norm would
-// not keep in registers run its loops on the new h.
 extern "C" __global__ void add_rms_norm(float* h, const float* d, const float* w, float* y, int dim, float eps) {
     pdl_enter();
-    __shared__ double sh[33];
-    const long long base = (long long)blockIdx.x * dim;
-    if (norm_in_registers(h, d, w, y, dim)) {
-        const int n4 = dim >> 2;
-        float4* h4 = (float4*)(h + base);
-        const float4* d4 = (const float4*)(d + base);
-        const float4* w4 = (const float4*)w;
-        float4 v[NORM_V4], g[NORM_V4];
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++) {
-            const int e = threadIdx.x + u * blockDim.x;
-            if (e < n4) {
-                const float4 a = h4[e], b = d4[e];
-                v[u] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-                g[u] = w4[e];
-            }
-        }
-        double s = 0.0;
-#pragma unroll
-        for (int u = 0; u < NORM_V4; u++) {
-            const int e = threadIdx.x + u * blockDim.x;
-            if (e < n4) {
-                h4[e] = v[u];
-                s += sq4(v[u]);
-            }
-        }
-        rms_store(v, g, s, n4, dim, eps, sh, (float4*)(y + base));
-        return;
-    }
-    double s = 0.0;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = h[base + i] + d[base + i];
-        h[base + i] = v;
-        s += (double)v * v;
-    }
-    // Each thread reads back only the values it wrote.
-    float inv = (float)(1.0 / sqrt(block_sum_f64(s, sh) / (double)dim + (double)eps));
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = w[i] * (h[base + i] * inv);
+    add_rms_norm_row(h, d, w, y, dim, eps);
 }
 
 // (x − mean)·inv·w + b of one element, in the loop's and the CPU's order.

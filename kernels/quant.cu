@@ -2479,17 +2479,13 @@ extern "C" __global__ void quantize_act_q8_1_glu(const float* __restrict__ g, co
 // One warp per 256-element block (8 consecutive values a lane), ggml's quantize_row_q8_K_ref:
 // the scale comes from the first element of largest magnitude (-127 / max), ties to even,
 // bsums per 16; an all-zero block is all zero bytes.
-__device__ __forceinline__ void quantize_q8_k(const float* __restrict__ x, const float* __restrict__ u,
-                                              float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
-    const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (b >= nblocks) return;
+// Block b from its values (v: this lane's 8, elements 8·lane ..), by one whole warp.
+__device__ __forceinline__ void q8_k_from_values(const float (&v)[8], u8* __restrict__ out, long long b) {
     const int lane = threadIdx.x & 31;
-    float v[8];
     float amax = 0.0f;
     int at = 0x7fffffff;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        v[j] = act_in(x, u, h, b * 256 + 8 * lane + j);
         const float a = fabsf(v[j]);
         if (a > amax) {
             amax = a;
@@ -2515,7 +2511,7 @@ __device__ __forceinline__ void quantize_q8_k(const float* __restrict__ x, const
         if (lane == 0) *(float*)o = 0.0f;
         return;
     }
-    // The value at `at`, from the lane holding it (a gated input is not in x).
+    // The value at `at`, from the lane holding it (the values need not be in memory).
     float mine = v[0];
 #pragma unroll
     for (int j = 1; j < 8; ++j)
@@ -2536,6 +2532,41 @@ __device__ __forceinline__ void quantize_q8_k(const float* __restrict__ x, const
     const int s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
     if ((lane & 1) == 0) *(i16*)(o + 260 + lane) = (i16)s16;
     if (lane == 0) *(float*)o = 1.0f / iscale;
+}
+
+__device__ __forceinline__ void quantize_q8_k(const float* __restrict__ x, const float* __restrict__ u,
+                                              float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
+    const long long b = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= nblocks) return;
+    const int lane = threadIdx.x & 31;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = act_in(x, u, h, b * 256 + 8 * lane + j);
+    q8_k_from_values(v, out, b);
+}
+
+// y = rms_norm(x) of row blockIdx.x (with `d` not null: h += d first and x = h, as
+// add_rms_norm), then y's Q8_K blocks for the product that reads it (Backend::rms_norm_for):
+// the norm's and the quantizer's launch as one. The norm is common.cuh's row function of the
+// norm kernels and each block is q8_k_from_values of the y this block wrote (a barrier apart),
+// so y and its quantization have the bits of the two launches. dim % 256 == 0.
+extern "C" __global__ void rms_norm_q8_k(float* x, const float* d, const float* w, float* y, u8* out, int dim,
+                                         float eps) {
+    pdl_enter();
+    if (d)
+        add_rms_norm_row(x, d, w, y, dim, eps);
+    else
+        rms_norm_row(x, w, y, dim, eps);
+    __syncthreads();
+    // Plain loads of y (no __restrict__, so never the read-only path): this block wrote it.
+    const int nb = dim / 256, lane = threadIdx.x & 31;
+    for (int b = threadIdx.x / 32; b < nb; b += blockDim.x / 32) {
+        const float* yb = y + ((long long)blockIdx.x * nb + b) * 256 + 8 * lane;
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = yb[j];
+        q8_k_from_values(v, out, (long long)blockIdx.x * nb + b);
+    }
 }
 
 extern "C" __global__ void quantize_act_q8_k(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {

@@ -317,6 +317,41 @@ pub trait Backend: Send + Sync {
         self.add(h, d, rows * dim)?;
         self.rms_norm(h, w, rows, dim, eps, y)
     }
+    /// [`Backend::rms_norm`] whose output a product with `next` reads next: a backend that
+    /// quantizes activations for its products may do so for `next` in the norm's launch (the
+    /// CUDA backend: one launch where there were two). y is the same either way; the default
+    /// is `rms_norm`.
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm_for(
+        &self,
+        x: &Self::Buf,
+        w: &Self::Buf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Self::Buf,
+        next: &Self::Weight<'_>,
+    ) -> Result<()> {
+        let _ = next;
+        self.rms_norm(x, w, rows, dim, eps, y)
+    }
+    /// [`Backend::add_rms_norm`] whose output a product with `next` reads next (see
+    /// [`Backend::rms_norm_for`]); the default is `add_rms_norm`.
+    #[allow(clippy::too_many_arguments)]
+    fn add_rms_norm_for(
+        &self,
+        h: &mut Self::Buf,
+        d: &Self::Buf,
+        w: &Self::Buf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut Self::Buf,
+        next: &Self::Weight<'_>,
+    ) -> Result<()> {
+        let _ = next;
+        self.add_rms_norm(h, d, w, rows, dim, eps, y)
+    }
     /// LayerNorm with weight and bias (mean-centred, biased variance).
     #[allow(clippy::too_many_arguments)]
     fn layer_norm(

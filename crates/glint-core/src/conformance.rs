@@ -602,6 +602,20 @@ fn norms<B: Backend>(be: &B) {
             &mag,
             dim,
         );
+        // The same norm prepared for a product that reads it (`rms_norm_for`; F32 here, which
+        // no backend quantizes for: quant_types.rs covers the CUDA backend's fused kernel).
+        let next = weight(be, &[dim, 3], &r.vec(dim * 3, 1.0));
+        let mut y2 = be.alloc(rows * dim).expect("alloc");
+        be.rms_norm_for(&up(be, &x), &up(be, &g), rows, dim, eps, &mut y2, &next)
+            .expect("rms_norm_for");
+        close(
+            "rms_norm_for",
+            &case,
+            &down(be, &y2, rows * dim),
+            &want,
+            &mag,
+            dim,
+        );
         // add_rms_norm: h += d exactly as f32 adds, then the norm of the new h.
         let dx = r.vec(rows * dim, scale);
         let mut h = up(be, &x);
@@ -626,6 +640,31 @@ fn norms<B: Backend>(be: &B) {
             "add_rms_norm",
             &case,
             &down(be, &y, rows * dim),
+            &want,
+            &mag,
+            dim,
+        );
+        let mut h = up(be, &x);
+        be.add_rms_norm_for(
+            &mut h,
+            &up(be, &dx),
+            &up(be, &g),
+            rows,
+            dim,
+            eps,
+            &mut y2,
+            &next,
+        )
+        .expect("add_rms_norm_for");
+        assert_eq!(
+            down(be, &h, rows * dim),
+            sum,
+            "add_rms_norm_for {case}: the sum"
+        );
+        close(
+            "add_rms_norm_for",
+            &case,
+            &down(be, &y2, rows * dim),
             &want,
             &mag,
             dim,

@@ -551,6 +551,39 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::elementwise::add_rms_norm(self, h, d, w, rows, dim, eps, y)
     }
+    fn rms_norm_for(
+        &self,
+        x: &CudaBuf,
+        w: &CudaBuf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut CudaBuf,
+        next: &CudaWeight,
+    ) -> Result<()> {
+        use crate::quant::{norm_activation, NormIn};
+        if norm_activation(self, NormIn::Plain(x), w, rows, dim, eps, y, next)? {
+            return Ok(());
+        }
+        self.rms_norm(x, w, rows, dim, eps, y)
+    }
+    fn add_rms_norm_for(
+        &self,
+        h: &mut CudaBuf,
+        d: &CudaBuf,
+        w: &CudaBuf,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+        y: &mut CudaBuf,
+        next: &CudaWeight,
+    ) -> Result<()> {
+        use crate::quant::{norm_activation, NormIn};
+        if norm_activation(self, NormIn::Add(h, d), w, rows, dim, eps, y, next)? {
+            return Ok(());
+        }
+        self.add_rms_norm(h, d, w, rows, dim, eps, y)
+    }
     fn indexer_k_rows(
         &self,
         raw: &CudaBuf,

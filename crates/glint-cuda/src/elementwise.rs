@@ -22,6 +22,12 @@ fn row_threads(dim: usize) -> u32 {
     }
 }
 
+/// The launch of a row-wise norm over `rows` rows of `dim`: the norm kernels' and
+/// kernels/quant.cu `rms_norm_q8_k`'s (whose norm must sum in the same order).
+pub(crate) fn norm_grid(rows: usize, dim: usize) -> cudarc::driver::LaunchConfig {
+    grid_rows(rows, row_threads(dim))
+}
+
 /// kernels/elementwise.cu's `mode` argument of the RoPE kernels.
 fn rope_mode_code(mode: RopeMode) -> i32 {
     match mode {
@@ -119,7 +125,7 @@ pub(crate) fn norm(
         return Ok(());
     }
     let d = int(op, dim)?;
-    let cfg = grid_rows(rows, row_threads(dim));
+    let cfg = norm_grid(rows, dim);
     match bias {
         None => {
             let f = be.func(FAM, "rms_norm")?;
@@ -440,7 +446,7 @@ pub(crate) fn add_rms_norm(
         .arg(&di)
         .arg(&eps);
     // SAFETY: rows × dim values of h, d and y (checked), dim weights; one block a row.
-    unsafe { b.launch(grid_rows(rows, row_threads(dim))) }.map_err(dev(op))?;
+    unsafe { b.launch(norm_grid(rows, dim)) }.map_err(dev(op))?;
     Ok(())
 }
 

@@ -530,6 +530,86 @@ pub(crate) fn glu_activation(
     Ok(true)
 }
 
+/// The input of [`norm_activation`]: x itself, or the residual `h` and the addend `d` (h += d
+/// first, then x = h).
+pub(crate) enum NormIn<'a> {
+    Plain(&'a CudaBuf),
+    Add(&'a mut CudaBuf, &'a CudaBuf),
+}
+
+/// `y = rms_norm(x)` by a kernel that also quantizes y for `next` into an activation slot keyed
+/// by y's new state (kernels/quant.cu `rms_norm_q8_k`), so next's product finds it there: one
+/// launch where the norm and the quantization were two, with their bits (the norm kernels'
+/// block size and row function, the quantizer's block function). False (nothing done) where
+/// next's partner is not Q8_K, next reads rows of another width, the rows are not whole Q8_K
+/// blocks, or slots are not reused; the caller then runs the plain norm.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn norm_activation(
+    be: &CudaBackend,
+    x: NormIn<'_>,
+    w: &CudaBuf,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+    y: &mut CudaBuf,
+    next: &CudaWeight,
+) -> Result<bool> {
+    const OP: &str = "rms_norm";
+    let k = kind_of(OP, next)?;
+    if k.partner != GgmlType::Q8_K
+        || next.cols() != dim
+        || !dim.is_multiple_of(256)
+        || rows == 0
+        || !reuse_on()
+        || !normq_on()
+    {
+        return Ok(false);
+    }
+    let elems = mul(OP, rows, dim)?;
+    match &x {
+        NormIn::Plain(x) => need(OP, "x", elems, x.len)?,
+        NormIn::Add(h, d) => {
+            need(OP, "h", elems, h.len)?;
+            need(OP, "d", elems, d.len)?;
+        }
+    }
+    need(OP, "weight", dim, w.len)?;
+    need(OP, "y", elems, y.len)?;
+    let stride = glint_quant::dot::activation_bytes(k.partner, dim)?;
+    let bytes = mul(OP, rows, stride)?;
+    let mut slots = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    let (version, yd) = y.data_mut_versioned();
+    let key = ActKey {
+        version,
+        partner: k.partner,
+        rows,
+        cols: dim,
+    };
+    let (i, _) = slots.find(be, key, bytes)?;
+    let out = slots.slots[i].as_ref().expect("found slots are allocated");
+    let (dim_i, null) = (int(OP, dim)?, 0u64);
+    let f = be.func(Family::Quant, "rms_norm_q8_k")?;
+    let mut b = be.launch(&f);
+    match x {
+        NormIn::Plain(x) => b.arg(x.data()).arg(&null),
+        NormIn::Add(h, d) => b.arg(h.data_mut()).arg(d.data()),
+    };
+    b.arg(w.data()).arg(yd).arg(out).arg(&dim_i).arg(&eps);
+    // SAFETY: x (or h and d) and y hold rows × dim floats, w dim (checked above); the kernel
+    // writes only h's and y's rows and the slot, sized by `find` for rows × dim / 256 Q8_K
+    // blocks; one block a row, as the norm kernels.
+    unsafe { b.launch(crate::elementwise::norm_grid(rows, dim)) }.map_err(dev(OP))?;
+    slots.keys[i] = Some(key);
+    Ok(true)
+}
+
+/// Whether [`norm_activation`] runs (`GLINT_CUDA_NORMQ=0`: the norm and the quantization as
+/// two launches, to measure what one saves; the same bits either way).
+fn normq_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_NORMQ").map_or(true, |v| v != "0"))
+}
+
 /// Whether [`glu_activation`] runs (`GLINT_CUDA_GLU=0`: `silu_mul` and the quantization as
 /// two launches, to measure what one saves; the same bits either way).
 fn glu_on() -> bool {

@@ -127,6 +127,7 @@ fn quant_entries(arch: &str, text: &str) {
         "quantize_act_q8_0",
         "quantize_act_q8_1",
         "quantize_act_q8_k",
+        "rms_norm_q8_k",
         "quantize_act_f16",
         "quantize_act_bf16",
         "matvec_q4_k",

@@ -6,7 +6,8 @@
 //! by expert, 40 tokens make several tiles per expert) and `get_rows`, same weight bytes, same
 //! activations. A token's `mul_mat_id` rows in a batch are bit-identical to the token alone;
 //! a head-sized one-token product (staged weights) has the bits of the unstaged batch kernel;
-//! a gate + up pair launch gives each output the bits of its own launch.
+//! a gate + up pair launch gives each output the bits of its own launch; a norm prepared for
+//! its product (one launch with the quantization) gives the separate norm's and product's bits.
 //! Needs a GPU.
 #![cfg(feature = "cuda")]
 
@@ -938,5 +939,90 @@ fn gated_down_projections_match_the_cpu_backend_and_the_separate_ops() {
             }
         }
         eprintln!("{ty}: gated down ok");
+    }
+}
+
+/// The norm prepared for the product that reads it (`rms_norm_for`, `add_rms_norm_for`: for
+/// a Q8_K-partner weight, kernels/quant.cu `rms_norm_q8_k`, the norm and the quantization in
+/// one launch; other partners take the plain norm): y (and h) have the bits of the separate
+/// norm, the product that follows has the bits of the product after the separate norm (it
+/// reads the quantization the norm's launch filed), and agrees with the CPU's product of y.
+#[test]
+fn normed_products_match_the_cpu_backend_and_the_separate_ops() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x4e0e_a11c);
+    let rows = 37usize;
+    // Q8_K partners (the fused kernel) and Q8_0 (the plain norm, then the product's quantizer).
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ4_XS,
+        GgmlType::Q8_0,
+    ] {
+        // GLM-5's q_lora and d_model (rows kept in registers) and a 256-wide row.
+        for dim in [256usize, 2048, 6144] {
+            let row_bytes = ty.row_bytes(dim as u64).unwrap() as usize;
+            let wb = weight_bytes(&mut rng, ty, dim * rows);
+            let (wc, wcpu) = upload_both(&cuda, &cpu, "next", ty, &[dim, rows], &wb);
+            let g: Vec<f32> = (0..dim).map(|_| 1.0 + rng.f() * 0.5).collect();
+            let gd = cuda.upload(&g).unwrap();
+            for n in [1usize, 3] {
+                for add in [false, true] {
+                    let x: Vec<f32> = (0..n * dim).map(|_| rng.f() * 3.0).collect();
+                    let d: Vec<f32> = (0..n * dim).map(|_| rng.f()).collect();
+                    let dd = cuda.upload(&d).unwrap();
+                    let (mut h1, mut h2) = (cuda.upload(&x).unwrap(), cuda.upload(&x).unwrap());
+                    let (mut y1, mut y2) =
+                        (cuda.alloc(n * dim).unwrap(), cuda.alloc(n * dim).unwrap());
+                    if add {
+                        cuda.add_rms_norm_for(&mut h1, &dd, &gd, n, dim, 1e-5, &mut y1, &wc)
+                            .expect("add_rms_norm_for");
+                        cuda.add_rms_norm(&mut h2, &dd, &gd, n, dim, 1e-5, &mut y2)
+                            .unwrap();
+                    } else {
+                        cuda.rms_norm_for(&h1, &gd, n, dim, 1e-5, &mut y1, &wc)
+                            .expect("rms_norm_for");
+                        cuda.rms_norm(&h2, &gd, n, dim, 1e-5, &mut y2).unwrap();
+                    }
+                    let (mut o1, mut o2) =
+                        (cuda.alloc(n * rows).unwrap(), cuda.alloc(n * rows).unwrap());
+                    cuda.matmul(&wc, &y1, n, &mut o1)
+                        .expect("product after rms_norm_for");
+                    cuda.matmul(&wc, &y2, n, &mut o2).unwrap();
+                    let what = format!("{ty} normed product, {dim} wide, {n} tokens, add {add}");
+                    let get = |b: &<CudaBackend as Backend>::Buf, len: usize| {
+                        let mut v = vec![0.0f32; len];
+                        cuda.download(b, &mut v).unwrap();
+                        v
+                    };
+                    let same = |a: &[f32], b: &[f32], part: &str| {
+                        for (i, (p, q)) in a.iter().zip(b).enumerate() {
+                            assert_eq!(
+                                p.to_bits(),
+                                q.to_bits(),
+                                "{what}: {part}[{i}] {p} vs separate {q}"
+                            );
+                        }
+                    };
+                    let ys = get(&y1, n * dim);
+                    same(&ys, &get(&y2, n * dim), "y");
+                    same(&get(&h1, n * dim), &get(&h2, n * dim), "h");
+                    let out = get(&o1, n * rows);
+                    same(&out, &get(&o2, n * rows), "product");
+                    let mut want = vec![0.0f32; n * rows];
+                    cpu.matmul(&wcpu, &ys, n, &mut want).unwrap();
+                    let tol: Vec<f64> = (0..n * rows)
+                        .map(|i| {
+                            let (t, r) = (i / rows, i % rows);
+                            let w = &wb[r * row_bytes..(r + 1) * row_bytes];
+                            tolerance(ty, dim, abs_terms(ty, w, &ys[t * dim..(t + 1) * dim]))
+                        })
+                        .collect();
+                    check_close(&what, &out, &want, &tol);
+                }
+            }
+        }
+        eprintln!("{ty}: normed products ok");
     }
 }

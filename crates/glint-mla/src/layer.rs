@@ -87,6 +87,17 @@ pub struct MlaWeights<'a, B: Backend + 'a> {
     pub indexer: Option<IndexerWeights<'a, B>>,
 }
 
+impl<'a, B: Backend + 'a> MlaWeights<'a, B> {
+    /// The first product of the layer's input (q_a, or wq): the one the attention norm's output
+    /// is prepared for (`Backend::rms_norm_for`; kv_a and the indexer read the same input).
+    pub fn input_product(&self) -> &B::Weight<'a> {
+        match &self.q {
+            QProj::Lora { a, .. } => a,
+            QProj::Direct(w) => w,
+        }
+    }
+}
+
 /// Work buffers of a layer call, sized once for the step's limits and shared by all layers, so
 /// no step allocates. Names say what each holds for `n` step tokens.
 pub struct MlaScratch<B: Backend> {
@@ -212,7 +223,7 @@ pub fn forward<B: Backend>(
     let has_q_lora = match &w.q {
         QProj::Lora { a: qa, norm, b } => {
             be.matmul(qa, a, n, &mut sc.q_lora_raw)?;
-            be.rms_norm(&sc.q_lora_raw, norm, n, d.q_lora, d.eps, &mut sc.q_lora)?;
+            be.rms_norm_for(&sc.q_lora_raw, norm, n, d.q_lora, d.eps, &mut sc.q_lora, b)?;
             be.matmul(b, &sc.q_lora, n, &mut sc.q)?;
             true
         }

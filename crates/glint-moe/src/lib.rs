@@ -97,6 +97,25 @@ pub enum ExpertGateUp<'a, B: Backend + 'a> {
     Fused(B::Weight<'a>),
 }
 
+impl<'a, B: Backend + 'a> MlpWeights<'a, B> {
+    /// The first product of the input (gate): the one the FFN norm's output is prepared for
+    /// (`Backend::rms_norm_for`).
+    pub fn input_product(&self) -> &B::Weight<'a> {
+        &self.gate
+    }
+}
+
+impl<'a, B: Backend + 'a> MoeWeights<'a, B> {
+    /// The routed experts' gate (or fused gate/up) product: the largest reader of the FFN
+    /// norm's output, the one it is prepared for (`Backend::rms_norm_for`).
+    pub fn input_product(&self) -> &B::Weight<'a> {
+        match &self.gate_up {
+            ExpertGateUp::Split { gate, .. } => gate,
+            ExpertGateUp::Fused(w) => w,
+        }
+    }
+}
+
 /// SwiGLU MLP: `out [n × d_model] = down(silu(gate x) ⊙ up x)`.
 pub fn mlp<B: Backend>(
     be: &B,

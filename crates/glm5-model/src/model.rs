@@ -507,7 +507,8 @@ impl<'a, B: Backend> Model<'a, B> {
         let mut normed = false;
         for (l, lw) in self.w.layers.iter().enumerate() {
             if !normed {
-                be.rms_norm(&st.h, &lw.attn_norm, n, d, eps, &mut st.x)?;
+                let next = lw.attn.input_product();
+                be.rms_norm_for(&st.h, &lw.attn_norm, n, d, eps, &mut st.x, next)?;
             }
             glint_mla::forward(
                 be,
@@ -536,9 +537,18 @@ impl<'a, B: Backend> Model<'a, B> {
             if let Some(t) = tap.as_mut() {
                 be.add(&mut st.h, &st.y, n * d)?;
                 tap_hidden(be, &mut st.h, n * d, |h| t(Tap::FfnInput, l, h))?;
-                be.rms_norm(&st.h, &lw.ffn_norm, n, d, eps, &mut st.x)?;
+                be.rms_norm_for(
+                    &st.h,
+                    &lw.ffn_norm,
+                    n,
+                    d,
+                    eps,
+                    &mut st.x,
+                    lw.ffn.input_product(),
+                )?;
             } else {
-                be.add_rms_norm(&mut st.h, &st.y, &lw.ffn_norm, n, d, eps, &mut st.x)?;
+                let next = lw.ffn.input_product();
+                be.add_rms_norm_for(&mut st.h, &st.y, &lw.ffn_norm, n, d, eps, &mut st.x, next)?;
             }
             match &lw.ffn {
                 Ffn::Dense(m) => glint_moe::mlp(be, m, &st.x, n, &mut st.moe, &mut st.y)?,
@@ -548,7 +558,17 @@ impl<'a, B: Backend> Model<'a, B> {
             self.all_reduce(&mut st.y, n * d)?;
             match (tap.as_mut(), self.w.layers.get(l + 1)) {
                 (None, Some(next)) => {
-                    be.add_rms_norm(&mut st.h, &st.y, &next.attn_norm, n, d, eps, &mut st.x)?;
+                    let w = next.attn.input_product();
+                    be.add_rms_norm_for(
+                        &mut st.h,
+                        &st.y,
+                        &next.attn_norm,
+                        n,
+                        d,
+                        eps,
+                        &mut st.x,
+                        w,
+                    )?;
                     normed = true;
                 }
                 (t, _) => {
@@ -564,7 +584,8 @@ impl<'a, B: Backend> Model<'a, B> {
         }
         // Final norm and head of the rows that need logits only.
         be.gather_rows(&st.h, d, &st.inputs.logit_rows, rows, &mut st.y)?;
-        be.rms_norm(&st.y, &self.w.output_norm, rows, d, eps, &mut st.x)?;
+        let head = &self.w.output;
+        be.rms_norm_for(&st.y, &self.w.output_norm, rows, d, eps, &mut st.x, head)?;
         match &self.tp {
             None => be.matmul(&self.w.output, &st.x, rows, &mut st.logits)?,
             Some(tp) => {

@@ -18,6 +18,16 @@ pub enum Ffn<'a, B: Backend + 'a> {
     Moe(MoeWeights<'a, B>),
 }
 
+impl<'a, B: Backend + 'a> Ffn<'a, B> {
+    /// The product the FFN norm's output is prepared for (`Backend::rms_norm_for`).
+    pub fn input_product(&self) -> &B::Weight<'a> {
+        match self {
+            Ffn::Dense(m) => m.input_product(),
+            Ffn::Moe(m) => m.input_product(),
+        }
+    }
+}
+
 pub struct LayerWeights<'a, B: Backend + 'a> {
     pub attn_norm: B::Buf,
     pub attn: MlaWeights<'a, B>,
