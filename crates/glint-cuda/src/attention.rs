@@ -394,9 +394,12 @@ fn mla_plan(op: &'static str, lim: Limits, p: &AttnParams, selected: bool) -> Re
     let heads = mla_knob("GLINT_CUDA_MLA_HEADS", usize::MAX);
     let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS", MIN_SPLIT_KEYS);
     let plan = plan_with(op, lim, p, l_max, heads, keys)?;
-    let knobs_set = ["GLINT_CUDA_MLA_HEADS", "GLINT_CUDA_MLA_SPLIT_KEYS"]
-        .iter()
-        .any(|k| std::env::var_os(k).is_some());
+    static KNOBS_SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let knobs_set = *KNOBS_SET.get_or_init(|| {
+        ["GLINT_CUDA_MLA_HEADS", "GLINT_CUDA_MLA_SPLIT_KEYS"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some())
+    });
     if knobs_set || p.n_tokens * plan.n_groups * plan.splits >= lim.sm_count / 2 {
         return Ok(plan);
     }
