@@ -36,6 +36,7 @@ fn bench_reports_every_test_and_counts_the_bytes_a_step_reads() {
     for r in &rows {
         assert!(r["tokens_per_s_mean"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["probe_gb_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["cache"], "f32/f32", "the default cache: {r}");
     }
     let want = table_bytes_per_token(&model);
     let tg1 = rows
@@ -124,4 +125,47 @@ fn bench_runs_split_over_ranks() {
         !o.status.success() && err.contains("does not divide") && err.contains(".weight"),
         "{err}"
     );
+}
+
+/// `--cache-type` / `--cache-type-index` (llama-bench's `-ctk`/`-ctv`): the tests run with the
+/// pool types asked for, every row says which, and a type the indexer cannot take is refused
+/// with the other commands' message.
+#[test]
+fn bench_runs_with_the_cache_types_asked_for() {
+    let model = repo().join("fixtures/glm5/glm5-tiny-f32.gguf");
+    let m = model.to_str().unwrap();
+    for (flags, want) in [
+        (vec!["--cache-type", "bf16"], "bf16/f16"),
+        (
+            vec!["--cache-type", "fp8", "--cache-type-index", "q8"],
+            "fp8/q8",
+        ),
+    ] {
+        let mut a = vec![
+            "bench", "-m", m, "-p", "4", "-n", "2", "-d", "0,3", "-r", "1", "-o", "json",
+        ];
+        a.extend(flags.iter());
+        let o = glint(&a);
+        assert!(
+            o.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(rows.len(), 4, "{flags:?}");
+        for r in &rows {
+            assert_eq!(r["cache"], want, "{flags:?}: {r}");
+            assert!(r["tokens_per_s_mean"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    for (flags, msg) in [
+        (vec!["--cache-type", "q5"], "unknown cache type 'q5'"),
+        (vec!["--cache-type-index", "bf16"], "not bf16"),
+    ] {
+        let mut a = vec!["bench", "-m", m, "-p", "4", "-n", "1"];
+        a.extend(flags.iter());
+        let o = glint(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(msg), "{flags:?}: {err}");
+    }
 }

@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use glint_gguf::Gguf;
 use glm5_model::{
-    Backend, BatchPlan, Glm5, KvPool, Logits, Model, ModelError, SeqCache, SessionOptions,
-    StepLimits, StepState,
+    Backend, BatchPlan, CacheType, Glm5, KvPool, Logits, Model, ModelError, SeqCache,
+    SessionOptions, StepLimits, StepState,
 };
 
-use super::session::{with_backend, Device};
+use super::session::{cache_types, with_backend, Device};
 use rayon::prelude::*;
 
 #[derive(clap::Args, Debug)]
@@ -48,6 +48,14 @@ pub struct Args {
     /// `cpu`, or `cuda` / `cuda:N` (a build with `--features cuda`).
     #[arg(long, default_value = "cpu", value_parser = super::session::parse_device)]
     pub device: Device,
+    /// KV cache element type, as the other commands' (llama-bench's `-ctk`/`-ctv`): f32 (the
+    /// default), f16, bf16, fp8 or q8.
+    #[arg(long, default_value = "f32", value_parser = super::session::parse_cache_type)]
+    pub cache_type: CacheType,
+    /// Element type of the indexer's keys alone: f32, f16, fp8 or q8 (default: the cache
+    /// type's, f16 for bf16).
+    #[arg(long, value_parser = super::session::parse_index_cache_type)]
+    pub cache_type_index: Option<CacheType>,
     #[command(flatten)]
     pub tp: super::tp::TpArgs,
 }
@@ -79,6 +87,8 @@ pub struct Row {
     pub roofline_fraction: Option<f64>,
     /// Ranks the model was split over (`--tp`).
     pub tp: usize,
+    /// The KV cache's element types, latent rows / indexer keys (`--cache-type`).
+    pub cache: String,
 }
 
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -205,6 +215,10 @@ fn bench<B: Backend>(
     if rank.index > 0 {
         return Ok(());
     }
+    let types = cache_types(args.cache_type, args.cache_type_index);
+    for r in &mut rows {
+        r.cache = format!("{}/{}", types.latent, types.index);
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -244,6 +258,7 @@ fn row(
         probe_gb_s: probe,
         roofline_fraction: achieved.map(|a| a / probe),
         tp,
+        cache: String::new(),
     }
 }
 
@@ -254,9 +269,10 @@ struct Setup<B: Backend> {
     seqs: Vec<SeqCache>,
 }
 
-/// A fresh [`Setup`] for `n_seqs` sequences of up to `ctx` tokens.
+/// A fresh [`Setup`] for `n_seqs` sequences of up to `ctx` tokens, with the cache types `a` asks for.
 fn setup<B: Backend>(
     model: &Model<'_, B>,
+    a: &Args,
     n_seqs: usize,
     ctx: usize,
     max_tokens: usize,
@@ -268,7 +284,8 @@ fn setup<B: Backend>(
         max_seqs: n_seqs,
         max_blocks: per,
     };
-    let mut pool = model.new_pool(n_seqs * per, bs, Default::default())?;
+    let types = cache_types(a.cache_type, a.cache_type_index);
+    let mut pool = model.new_pool(n_seqs * per, bs, types)?;
     let st = model.new_step_state(limits, bs, max_tokens)?;
     let mut seqs = Vec::new();
     for _ in 0..n_seqs {
@@ -319,7 +336,7 @@ fn fill<B: Backend>(
 /// Prompt tokens per second for `n_prompt` tokens after `depth` tokens of context.
 fn pp<B: Backend>(model: &Model<'_, B>, a: &Args, depth: usize) -> Result<f64, ModelError> {
     let ub = a.ubatch.min(a.n_prompt.max(1)).max(1);
-    let mut e = setup(model, 1, depth + a.n_prompt, ub)?;
+    let mut e = setup(model, a, 1, depth + a.n_prompt, ub)?;
     // Untimed warm-up over the same positions (as llama-bench's warm-up run): it touches the
     // fresh step buffers, the pool pages and the kernels' scratch, so the timed run measures
     // the prefill rather than first-touch page faults. Cutting the sequence back to `depth`
@@ -340,7 +357,7 @@ fn tg<B: Backend>(
     b: usize,
 ) -> Result<f64, ModelError> {
     let ub = a.ubatch.max(b);
-    let mut e = setup(model, b, depth + a.n_gen + 2, ub)?;
+    let mut e = setup(model, a, b, depth + a.n_gen + 2, ub)?;
     fill(model, &mut e, depth.max(1), a.ubatch)?;
     let nv = model.config().n_vocab;
     let mut logits = vec![0f32; b * nv];
@@ -426,6 +443,11 @@ fn print_md(a: &Args, gguf: &Gguf, backend: &str, rows: &[Row]) {
         },
         rayon::current_num_threads(),
         rows.first().map_or(0.0, |r| r.probe_gb_s)
+    );
+    let types = cache_types(a.cache_type, a.cache_type_index);
+    println!(
+        "KV cache: latent rows {}, indexer keys {}",
+        types.latent, types.index
     );
     println!();
     println!("| test | depth | seqs | t/s | weight MB per token | GB/s | % of probe |");

@@ -77,26 +77,29 @@ pub(crate) use with_backend;
 
 impl SessionArgs {
     pub fn options(&self, ctx_len: usize) -> SessionOptions {
-        let index = self.cache_type_index.unwrap_or(match self.cache_type {
-            CacheType::Bf16 => CacheType::F16,
-            t => t,
-        });
         SessionOptions {
             ubatch: self.ubatch,
-            cache: CacheTypes {
-                latent: self.cache_type,
-                index,
-            },
+            cache: cache_types(self.cache_type, self.cache_type_index),
             ..SessionOptions::new(ctx_len)
         }
     }
 }
 
-fn parse_cache_type(s: &str) -> Result<CacheType, String> {
+/// The pool's element types from `--cache-type` and `--cache-type-index`: the indexer keys
+/// take the latent type unless given, except f16 for a bf16 cache.
+pub(crate) fn cache_types(latent: CacheType, index: Option<CacheType>) -> CacheTypes {
+    let index = index.unwrap_or(match latent {
+        CacheType::Bf16 => CacheType::F16,
+        t => t,
+    });
+    CacheTypes { latent, index }
+}
+
+pub(crate) fn parse_cache_type(s: &str) -> Result<CacheType, String> {
     s.parse()
 }
 
-fn parse_index_cache_type(s: &str) -> Result<CacheType, String> {
+pub(crate) fn parse_index_cache_type(s: &str) -> Result<CacheType, String> {
     match s.parse()? {
         CacheType::Bf16 => Err(
             "indexer keys can be cached as f32, f16, fp8 or q8, not bf16 \
