@@ -23,6 +23,9 @@ wait $SY; t synth
 tg() { B env "$@" | grep -E "tg64"; }
 { for f in s34 s32 s34 s32; do echo "== $f d0"; tg $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2; done
   for f in s34 s32; do echo "== $f d0 GLINT_CUDA_NORMQ=0"; tg GLINT_CUDA_NORMQ=0 $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2; done
-  for f in s34 s32; do echo "== $f 16k"; tg $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1; done; } > $OUT/bench.txt 2>&1; t bench
+  for f in s34 s32; do echo "== $f 16k"; tg $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1; done
+  # llama.cpp's default cache type (f16), and bf16 latent rows with fp8 indexer keys.
+  for c in "--cache-type f16" "--cache-type bf16 --cache-type-index fp8"; do for f in s34 s32; do
+    echo "== $f 16k $c"; tg $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1 $c; done; done; } > $OUT/bench.txt 2>&1; t bench
 wait; { cat /tmp/kbt.txt; B /tmp/kb_topk; } > $OUT/kb-topk.txt 2>&1; t topk
 B device-bin/tests/glint-cuda--quant_types > $OUT/quant_types.log 2>&1; echo "quant_types rc=$? $(grep '^test result' $OUT/quant_types.log | tail -1)" >> $OUT/ct.txt; t quant_types
