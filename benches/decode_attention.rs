@@ -257,6 +257,7 @@ fn bench(c: &mut Criterion) {
                 n_heads: IDX_HEADS,
                 head_dim: IDX_DIM,
                 n_kv,
+                w_scale: 1.0 / ((IDX_HEADS * IDX_DIM) as f32).sqrt(),
             };
             timed(c, secs, &format!("indexer/{n_kv}"), || {
                 pool.install(|| {

@@ -17,12 +17,13 @@ __device__ __forceinline__ u32 idx_order_key(float f) {
 // (s, y) scores keys [y·kt, y·kt + kt) of token s: the token's queries (n_heads rows of d, padded
 // to d + 1 so lane j reading head j is conflict-free) and weights and the kt decoded key rows sit
 // in dynamic shared memory; each warp takes a key, lane j the heads j, j + 32, ..., then one warp
-// sum. out[s][t] = Σ_j w[s][j]·ReLU(q[s][j]·k[t]) for t ≤ pos[s] (and t < n_kv), −∞ otherwise.
+// sum. out[s][t] = Σ_j w'[s][j]·ReLU(q[s][j]·k[t]) for t ≤ pos[s] (and t < n_kv), −∞ otherwise,
+// where w' = w · w_scale rounded to f32 as it is read (IndexerParams::w_scale).
 // Shared: n_heads·(d + 1) + n_heads + kt·d floats, then kt i64 rows.
-extern "C" __global__ void indexer_scores(const float* q, const float* w, const u8* kdata, long long krows,
-                                          int kdim, int kty, const u32* positions, const u32* tables,
-                                          long long n_table, const u32* token_seq, int max_blocks,
-                                          int block_size, int n_heads, int d, int n_kv, int kt,
+extern "C" __global__ void indexer_scores(const float* q, const float* w, float w_scale, const u8* kdata,
+                                          long long krows, int kdim, int kty, const u32* positions,
+                                          const u32* tables, long long n_table, const u32* token_seq,
+                                          int max_blocks, int block_size, int n_heads, int d, int n_kv, int kt,
                                           float* out) {
     pdl_enter();
     extern __shared__ float isc_sm[];
@@ -59,7 +60,7 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
             if (e < n_heads * d) qs[(e / d) * qs_stride + e % d] = v[u];
         }
     }
-    for (int j = tid; j < n_heads; j += bd) ws[j] = w[(long long)s * n_heads + j];
+    for (int j = tid; j < n_heads; j += bd) ws[j] = w[(long long)s * n_heads + j] * w_scale;
     for (int kk = tid; kk < kt; kk += bd) {
         long long t = t0 + kk;
         rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
@@ -98,9 +99,9 @@ extern "C" __global__ void indexer_scores(const float* q, const float* w, const 
 // then IDX_T32_KT i64 rows.
 #define IDX_T32_KT 32
 extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
-    const float* q, const float* w, const u8* kdata, long long krows, int kdim, int kty, const u32* positions,
-    const u32* tables, long long n_table, const u32* token_seq, int max_blocks, int block_size, int d, int n_kv,
-    float* out) {
+    const float* q, const float* w, float w_scale, const u8* kdata, long long krows, int kdim, int kty,
+    const u32* positions, const u32* tables, long long n_table, const u32* token_seq, int max_blocks,
+    int block_size, int d, int n_kv, float* out) {
     pdl_enter();
     extern __shared__ __align__(16) float it32_sm[];
     const int s = blockIdx.x, kt = IDX_T32_KT, st = d + 4;
@@ -127,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
     } else {
         for (int e = tid; e < 32 * d; e += blockDim.x) qs[e / d * st + e % d] = qg[e];
     }
-    if (tid < 32) ws[tid] = w[(long long)s * 32 + tid];
+    if (tid < 32) ws[tid] = w[(long long)s * 32 + tid] * w_scale;
     for (int kk = tid; kk < kt; kk += blockDim.x) {
         const long long t = t0 + kk;
         rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;

@@ -392,11 +392,11 @@ static void bench_idx_scores(double bw) {
         CK(cudaMemcpy(dseq, &seq, 4, cudaMemcpyHostToDevice));
         const dim3 grid(1, (L + KT - 1) / KT);
         const float tg = time_us([&](int) {
-            indexer_scores<<<grid, 256, sm_gen>>>(q, w, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb, BS,
+            indexer_scores<<<grid, 256, sm_gen>>>(q, w, 1.0f, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb, BS,
                                                   H, D, L, KT, out);
         });
         const float tt = time_us([&](int) {
-            indexer_scores_t32<<<grid, 256, sm_t32>>>(q, w, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb,
+            indexer_scores_t32<<<grid, 256, sm_t32>>>(q, w, 1.0f, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb,
                                                       BS, D, L, out);
         });
         CK(cudaGetLastError());

@@ -1329,12 +1329,15 @@ fn indexer_with<B: Backend>(
         max_blocks,
         block_size: bs,
     };
+    // A weight scale that rounds (not a power of two): the backend must multiply as f32 first.
     let p = IndexerParams {
         n_tokens: n,
         n_heads: hi,
         head_dim: d,
         n_kv,
+        w_scale: 0.3,
     };
+    let w_eff: Vec<f32> = w.iter().map(|&v| v * p.w_scale).collect();
     let (kb, keys) = cache_of(be, keys, d, ty);
     let (qb, wb) = (up(be, q), up(be, w));
     let mut out = be.alloc(n * n_kv).expect("alloc");
@@ -1359,14 +1362,14 @@ fn indexer_with<B: Backend>(
             for j in 0..hi {
                 let qj = &q[(s * hi + j) * d..][..d];
                 let (dd, dm) = dot(qj, k);
-                v += w[s * hi + j] as f64 * dd.max(0.0);
-                m += (w[s * hi + j] as f64).abs() * dm;
+                v += w_eff[s * hi + j] as f64 * dd.max(0.0);
+                m += (w_eff[s * hi + j] as f64).abs() * dm;
                 // A q8 key pool may score with the query rounded to int8 per head as well
                 // (the CPU does): each element moves by at most half a step, max|q| / 254,
                 // so the dot by at most that times Σ|k| (ReLU does not widen it).
                 let amax = qj.iter().fold(0f64, |a, &x| a.max((x as f64).abs()));
                 let ksum: f64 = k.iter().map(|&x| (x as f64).abs()).sum();
-                quant += (w[s * hi + j] as f64).abs() * amax / 254.0 * ksum;
+                quant += (w_eff[s * hi + j] as f64).abs() * amax / 254.0 * ksum;
             }
             want.push((s, t, v, m, quant));
         }

@@ -52,6 +52,10 @@ pub struct IndexerParams {
     pub head_dim: usize,
     /// Number of cached keys (rows of the key cache that are valid).
     pub n_kv: usize,
+    /// Factor each head weight is multiplied by (an f32 product) before it weighs its head:
+    /// GLM-5's `n_heads^-1/2 · head_dim^-1/2`, applied where the weights are read instead of
+    /// by a separate pass over them (the same bits as that pass). 1 for none.
+    pub w_scale: f32,
 }
 
 #[derive(Clone, Copy, Debug)]

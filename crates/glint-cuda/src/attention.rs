@@ -254,6 +254,7 @@ pub(crate) fn indexer_scores(
     let mut b = be.launch(&f);
     b.arg(q.data())
         .arg(w.data())
+        .arg(&p.w_scale)
         .arg(&keys.data)
         .arg(&krows)
         .arg(&kdim)

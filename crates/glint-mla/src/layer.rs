@@ -369,12 +369,6 @@ fn indexer<B: Backend>(
         &rp(id.n_heads),
     )?;
     be.matmul(&iw.proj, a, n, &mut sc.index_w)?;
-    // n_heads^-1/2 · head_dim^-1/2: a global factor (ordering-neutral) kept for numeric parity.
-    be.scale(
-        &mut sc.index_w,
-        1.0 / ((id.n_heads * id.head_dim) as f32).sqrt(),
-        n * id.n_heads,
-    )?;
     be.indexer_select(
         &sc.index_q,
         &sc.index_w,
@@ -386,6 +380,9 @@ fn indexer<B: Backend>(
             n_heads: id.n_heads,
             head_dim: id.head_dim,
             n_kv: step.max_seen,
+            // n_heads^-1/2 · head_dim^-1/2: a global factor (ordering-neutral) kept for
+            // numeric parity, applied as the scores read the weights.
+            w_scale: 1.0 / ((id.n_heads * id.head_dim) as f32).sqrt(),
         },
         id.top_k,
         &mut sc.index_scratch,

@@ -409,7 +409,21 @@ pub(crate) fn indexer_scores(
     let across = split(n);
     let body = |s: usize, row: &mut [f32]| -> Result<()> {
         let nk = (positions[s] as usize + 1).min(nkv);
-        let ws = &w[s * hi..(s + 1) * hi];
+        // The head weights times w_scale, each product as the separate pass rounded it.
+        let (mut small, mut big) = ([0f32; 64], Vec::new());
+        let ws: &[f32] = {
+            let raw = &w[s * hi..(s + 1) * hi];
+            let dst = if hi <= 64 {
+                &mut small[..hi]
+            } else {
+                big.resize(hi, 0.0);
+                &mut big[..]
+            };
+            for (o, &v) in dst.iter_mut().zip(raw) {
+                *o = v * p.w_scale;
+            }
+            dst
+        };
         let qs = &q[s * hi * d..(s + 1) * hi * d];
         let table = pages.table("indexer_scores", s)?;
         let bs = pages.block_size;
