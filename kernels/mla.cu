@@ -91,7 +91,8 @@ __device__ __forceinline__ void mla_scores_4x4(const float* qs, const float* ks,
 #define MLA_MIN_BLOCKS 2
 #endif
 extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
-    mla_attention(const float* q, const u8* kdata, long long krows, int kty, const u32* positions,
+    mla_attention(const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts,
+                  const u8* kdata, long long krows, int kty, const u32* positions,
                   const u32* tables, long long n_table, const u32* token_seq, int max_blocks,
                   int block_size, const u32* sel, int has_sel, int n_sel, int n_heads, int dk, int dv,
                   int n_kv, float scale, int G, int n_groups, int chunk, int splits, float* out,
@@ -135,7 +136,42 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
     }
 
     const float* qg = q + ((long long)tok * n_heads + h0) * dk;
-    if (vec4 && ((unsigned long long)qg & 15) == 0) {
+    const long long r0 = (long long)tok * n_heads + h0;
+    if (parts) {
+        // The query in two parts (Backend::mla_attention_parts): row r's first dv values from
+        // q (rows of dv), the rest from q_pe (rows pe_stride apart from pe_off). Float4 loads,
+        // all of a thread's issued before any store, where both parts allow them.
+        const bool v4 = vec4 && (dv & 3) == 0 && (pe_off & 3) == 0 && (pe_stride & 3) == 0 &&
+                        (((unsigned long long)q | (unsigned long long)q_pe) & 15) == 0;
+        if (v4) {
+            const int d4 = dk >> 2, l4 = dv >> 2, n4 = hg * d4;
+            for (int e0 = tid; e0 < n4; e0 += bd * MLA_QLD) {
+                float4 v[MLA_QLD];
+#pragma unroll
+                for (int u = 0; u < MLA_QLD; u++) {
+                    const int e = e0 + u * bd;
+                    if (e < n4) {
+                        const int g = e / d4, c4 = e - g * d4;
+                        v[u] = c4 < l4 ? ((const float4*)(q + (r0 + g) * dv))[c4]
+                                       : ((const float4*)(q_pe + (r0 + g) * pe_stride + pe_off))[c4 - l4];
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < MLA_QLD; u++) {
+                    const int e = e0 + u * bd;
+                    if (e < n4) {
+                        const int g = e / d4;
+                        *(float4*)(qs + g * st + 4 * (e - g * d4)) = v[u];
+                    }
+                }
+            }
+        } else {
+            for (int e = tid; e < hg * dk; e += bd) {
+                const int g = e / dk, c = e - g * dk;
+                qs[g * st + c] = c < dv ? q[(r0 + g) * dv + c] : q_pe[(r0 + g) * pe_stride + pe_off + (c - dv)];
+            }
+        }
+    } else if (vec4 && ((unsigned long long)qg & 15) == 0) {
         // All of a thread's loads issued before any store: one memory latency, not one per value.
         const int d4 = dk >> 2, n4 = hg * d4;
         const float4* q4 = (const float4*)qg;

@@ -335,7 +335,7 @@ static void bench_mla(double bw) {
         CK(cudaFuncSetAttribute(mla_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, smem(g)));
         float us = time_us([&](int) {
             mla_attention<<<dim3(blocks, splits), MLA_THREADS, smem(g)>>>(
-                q, (const u8*)kc, rows, CACHE_F32, dpos, dt, nb, dseq, nb, BS, dsel, has_sel, NSEL, H, DK, DV, L,
+                q, q, 0ll, (long long)DK, 0, (const u8*)kc, rows, CACHE_F32, dpos, dt, nb, dseq, nb, BS, dsel, has_sel, NSEL, H, DK, DV, L,
                 0.04f, g, ng, chunk, splits, out, part);
             if (splits > 1)
                 mla_combine<<<dim3(blocks, (g * DV + MLA_THREADS - 1) / MLA_THREADS), MLA_THREADS,

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use glint_gguf::GgmlType;
 
 use crate::cache_type::CacheType;
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::params::{AttnParams, IndexerParams, RopeParams, RouterParams, Rows, StepSizes};
 
 pub trait Backend: Send + Sync {
@@ -602,6 +602,37 @@ pub trait Backend: Send + Sync {
         p: &AttnParams,
         out: &mut Self::Buf,
     ) -> Result<()>;
+    /// [`Backend::mla_attention`] with the query rows in the two parts absorbed MLA makes: row
+    /// r's first `p.dv` values are row r of `q_lat` (`[n_tokens·n_heads × dv]`), its last
+    /// `p.dk − p.dv` row r of `q_pe` laid out as `pe` (the RoPE'd part, inside the projected
+    /// query's rows). The default assembles them into `q` (scratch, `[rows × dk]`) with two
+    /// [`Backend::copy2d`] and runs `mla_attention`; a backend may read the parts where they
+    /// are (the CUDA backend: two launches fewer a layer). The same result either way.
+    #[allow(clippy::too_many_arguments)]
+    fn mla_attention_parts(
+        &self,
+        q_lat: &Self::Buf,
+        q_pe: &Self::Buf,
+        pe: Rows,
+        q: &mut Self::Buf,
+        cache: &Self::Cache,
+        positions: &Self::Ids,
+        pages: &Pages<'_, Self>,
+        selected: Option<&Self::Ids>,
+        p: &AttnParams,
+        out: &mut Self::Buf,
+    ) -> Result<()> {
+        let Some(dr) = p.dk.checked_sub(p.dv) else {
+            return Err(CoreError::Param {
+                op: "mla_attention",
+                msg: format!("dv {} > dk {}", p.dv, p.dk),
+            });
+        };
+        let rows = p.n_tokens * p.n_heads;
+        self.copy2d(q_lat, Rows::of(p.dv), q, Rows::of(p.dk), rows, p.dv)?;
+        self.copy2d(q_pe, pe, q, Rows::of(p.dk).at(p.dv), rows, dr)?;
+        self.mla_attention(q, cache, positions, pages, selected, p, out)
+    }
 }
 
 /// A process-unique id for objects whose device buffers a recorded step refers to (step

@@ -1568,6 +1568,40 @@ fn attention_case<B: Backend>(be: &B, r: &mut Rng, c: &AttnCase) {
                     "every visible key"
                 }
             );
+            // The query in absorbed MLA's two parts (`mla_attention_parts`): the latent part
+            // alone, the rope part inside wider rows at an offset (16-byte aligned as a
+            // projected query's, and not): the result of the assembled query, bit for bit.
+            let dr = dk - dv;
+            let lat: Vec<f32> = q.chunks(dk).flat_map(|r| r[..dv].to_vec()).collect();
+            for (stride, off) in [(dr + 8, 4), (dr + 3, 1)] {
+                let mut pe = vec![f32::NAN; n * h * stride];
+                for (row, qr) in q.chunks(dk).enumerate() {
+                    pe[row * stride + off..][..dr].copy_from_slice(&qr[dv..]);
+                }
+                let mut scratch = be.alloc(n * h * dk).expect("alloc");
+                let mut out2 = be.alloc(n * h * dv).expect("alloc");
+                be.mla_attention_parts(
+                    &up(be, &lat),
+                    &up(be, &pe),
+                    Rows::of(stride).at(off),
+                    &mut scratch,
+                    &cache,
+                    &pb,
+                    &pages,
+                    selected.then_some(&selb),
+                    &p,
+                    &mut out2,
+                )
+                .expect("mla_attention_parts");
+                let got2 = down(be, &out2, n * h * dv);
+                for (i, (a, b)) in got2.iter().zip(&got).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "mla_attention_parts {case}, rope rows {stride}/{off}: output {i}: {a} vs {b}"
+                    );
+                }
+            }
             for s in 0..n {
                 let seq = c.token_seq[s] as usize;
                 let nk = (c.pos[s] as usize + 1).min(c.n_kv);

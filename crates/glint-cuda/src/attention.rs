@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use glint_core::error::need;
-use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, StepSizes};
+use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, Rows, StepSizes};
 
 use crate::backend::{dev, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
@@ -454,9 +454,17 @@ fn plan_with(
     })
 }
 
+/// The query's rope part where `mla_attention` reads the query in two parts
+/// (`Backend::mla_attention_parts`): the buffer and its rows.
+pub(crate) type QPe<'a> = Option<(&'a CudaBuf, Rows)>;
+
+/// `mla_attention`; with `pe`, q holds only the latent part (`[rows × dv]`) and the rope part
+/// comes from `pe` (kernels/mla.cu reads both where they are).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn mla_attention(
     be: &CudaBackend,
     q: &CudaBuf,
+    pe: QPe<'_>,
     cache: &CudaCache,
     positions: &CudaIds,
     pages: &Pages<'_, CudaBackend>,
@@ -481,7 +489,17 @@ pub(crate) fn mla_attention(
             msg: format!("dv {dv} > {}", MLA_THREADS * MLA_ACC),
         });
     }
-    need(op, "q", n * h * dk, q.len)?;
+    match pe {
+        None => need(op, "q", n * h * dk, q.len)?,
+        Some((qp, rows)) => {
+            need(op, "q", n * h * dv, q.len)?;
+            let ext = rows.extent(n * h, dk - dv).ok_or(CoreError::Param {
+                op,
+                msg: format!("query rope rows {rows:?} overflow"),
+            })?;
+            need(op, "q_pe", ext, qp.len)?;
+        }
+    }
     need(op, "positions", n, positions.len)?;
     need(op, "out", n * h * dv, out.len)?;
     if let Some(s) = selected {
@@ -534,8 +552,16 @@ pub(crate) fn mla_attention(
         return Ok(());
     };
     {
+        let (pe_off, pe_stride, parts) = match pe {
+            Some((_, r)) => (r.off as i64, r.stride as i64, 1i32),
+            None => (0, 0, 0),
+        };
         let mut b = be.launch(&f);
         b.arg(q.data())
+            .arg(pe.map_or(q.data(), |(qp, _)| qp.data()))
+            .arg(&pe_off)
+            .arg(&pe_stride)
+            .arg(&parts)
             .arg(&cache.data)
             .arg(&krows)
             .arg(&kty)

@@ -747,6 +747,22 @@ impl Backend for CudaBackend {
         p: &AttnParams,
         out: &mut CudaBuf,
     ) -> Result<()> {
-        crate::attention::mla_attention(self, q, cache, positions, pages, selected, p, out)
+        crate::attention::mla_attention(self, q, None, cache, positions, pages, selected, p, out)
+    }
+    fn mla_attention_parts(
+        &self,
+        q_lat: &CudaBuf,
+        q_pe: &CudaBuf,
+        pe: Rows,
+        _q: &mut CudaBuf,
+        cache: &CudaCache,
+        positions: &CudaIds,
+        pages: &Pages<'_, Self>,
+        selected: Option<&CudaIds>,
+        p: &AttnParams,
+        out: &mut CudaBuf,
+    ) -> Result<()> {
+        let qp = Some((q_pe, pe));
+        crate::attention::mla_attention(self, q_lat, qp, cache, positions, pages, selected, p, out)
     }
 }

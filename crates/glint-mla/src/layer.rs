@@ -254,8 +254,8 @@ pub fn forward<B: Backend>(
         [&mut sc.kv_raw, &mut sc.kv_normed],
     )?;
 
-    // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h].
-    let (rows_of_row, rows_of_lora) = (Rows::of(row), Rows::of(d.kv_lora));
+    // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h] (the attention call
+    // below takes the two parts).
     let q_rows = Rows::of(qk);
     be.copy2d(
         &sc.q,
@@ -266,22 +266,6 @@ pub fn forward<B: Backend>(
         d.nope,
     )?;
     be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
-    be.copy2d(
-        &sc.q_absorbed,
-        rows_of_lora,
-        &mut sc.q_mqa,
-        rows_of_row,
-        n * h,
-        d.kv_lora,
-    )?;
-    be.copy2d(
-        &sc.q,
-        q_rows.at(d.nope),
-        &mut sc.q_mqa,
-        rows_of_row.at(d.kv_lora),
-        n * h,
-        d.rope,
-    )?;
 
     let n_selected = match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, step, keys, sc)?,
@@ -289,8 +273,13 @@ pub fn forward<B: Backend>(
     };
     sc.last_selected = n_selected;
 
-    be.mla_attention(
-        &sc.q_mqa,
+    // The query rows [W_UK_hᵀ q_nope_h | q_pe_h] are q_absorbed's rows and q's rope columns:
+    // assembled into q_mqa by the default, read in place where a backend can.
+    be.mla_attention_parts(
+        &sc.q_absorbed,
+        &sc.q,
+        q_rows.at(d.nope),
+        &mut sc.q_mqa,
         &pool.latent,
         &step.positions,
         &step.pages(),
