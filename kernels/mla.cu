@@ -135,64 +135,41 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
         return;
     }
 
-    const float* qg = q + ((long long)tok * n_heads + h0) * dk;
+    // Row r of the query: its first dv values at lat + r·lat_st, the rest at pe + r·pe_st (q's
+    // rows of dk, or the two parts of Backend::mla_attention_parts: q's rows of dv and q_pe's).
     const long long r0 = (long long)tok * n_heads + h0;
-    if (parts) {
-        // The query in two parts (Backend::mla_attention_parts): row r's first dv values from
-        // q (rows of dv), the rest from q_pe (rows pe_stride apart from pe_off). Float4 loads,
-        // all of a thread's issued before any store, where both parts allow them.
-        const bool v4 = vec4 && (dv & 3) == 0 && (pe_off & 3) == 0 && (pe_stride & 3) == 0 &&
-                        (((unsigned long long)q | (unsigned long long)q_pe) & 15) == 0;
-        if (v4) {
-            const int d4 = dk >> 2, l4 = dv >> 2, n4 = hg * d4;
-            for (int e0 = tid; e0 < n4; e0 += bd * MLA_QLD) {
-                float4 v[MLA_QLD];
-#pragma unroll
-                for (int u = 0; u < MLA_QLD; u++) {
-                    const int e = e0 + u * bd;
-                    if (e < n4) {
-                        const int g = e / d4, c4 = e - g * d4;
-                        v[u] = c4 < l4 ? ((const float4*)(q + (r0 + g) * dv))[c4]
-                                       : ((const float4*)(q_pe + (r0 + g) * pe_stride + pe_off))[c4 - l4];
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < MLA_QLD; u++) {
-                    const int e = e0 + u * bd;
-                    if (e < n4) {
-                        const int g = e / d4;
-                        *(float4*)(qs + g * st + 4 * (e - g * d4)) = v[u];
-                    }
-                }
-            }
-        } else {
-            for (int e = tid; e < hg * dk; e += bd) {
-                const int g = e / dk, c = e - g * dk;
-                qs[g * st + c] = c < dv ? q[(r0 + g) * dv + c] : q_pe[(r0 + g) * pe_stride + pe_off + (c - dv)];
-            }
-        }
-    } else if (vec4 && ((unsigned long long)qg & 15) == 0) {
+    const long long lat_st = parts ? dv : dk, pe_st = parts ? pe_stride : dk;
+    const float* lat = q;
+    const float* pe = parts ? q_pe + pe_off : q + dv;
+    const bool rows4 = ((dv | lat_st | pe_st) & 3) == 0;
+    if (vec4 && rows4 && (((unsigned long long)lat | (unsigned long long)pe) & 15) == 0) {
         // All of a thread's loads issued before any store: one memory latency, not one per value.
-        const int d4 = dk >> 2, n4 = hg * d4;
-        const float4* q4 = (const float4*)qg;
+        const int d4 = dk >> 2, l4 = dv >> 2, n4 = hg * d4;
         for (int e0 = tid; e0 < n4; e0 += bd * MLA_QLD) {
             float4 v[MLA_QLD];
 #pragma unroll
             for (int u = 0; u < MLA_QLD; u++) {
-                int e = e0 + u * bd;
-                if (e < n4) v[u] = q4[e];
+                const int e = e0 + u * bd;
+                if (e < n4) {
+                    const int g = e / d4, c4 = e - g * d4;
+                    v[u] = c4 < l4 ? ((const float4*)(lat + (r0 + g) * lat_st))[c4]
+                                   : ((const float4*)(pe + (r0 + g) * pe_st))[c4 - l4];
+                }
             }
 #pragma unroll
             for (int u = 0; u < MLA_QLD; u++) {
-                int e = e0 + u * bd;
+                const int e = e0 + u * bd;
                 if (e < n4) {
-                    int g = e / d4;
+                    const int g = e / d4;
                     *(float4*)(qs + g * st + 4 * (e - g * d4)) = v[u];
                 }
             }
         }
     } else {
-        for (int e = tid; e < hg * dk; e += bd) qs[(e / dk) * st + e % dk] = qg[e];
+        for (int e = tid; e < hg * dk; e += bd) {
+            const int g = e / dk, c = e - g * dk;
+            qs[g * st + c] = c < dv ? lat[(r0 + g) * lat_st + c] : pe[(r0 + g) * pe_st + (c - dv)];
+        }
     }
     for (int g = tid; g < G; g += bd) {
         m_sh[g] = NEG_INF;

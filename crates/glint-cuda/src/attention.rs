@@ -120,15 +120,15 @@ const STATIC_SMEM_RESERVE: usize = 2048;
 
 /// Blocks that fill the GPU (four per SM: a block is latency-bound, so more of them help).
 fn target_blocks(l: Limits) -> usize {
-    mla_knob("GLINT_CUDA_MLA_BLOCKS", 4) * l.sm_count
+    mla_knob("GLINT_CUDA_MLA_BLOCKS").unwrap_or(4) * l.sm_count
 }
 
-/// A positive integer from the environment, else `default`: the MLA plan's knobs
-/// (`GLINT_CUDA_MLA_BLOCKS` blocks a multiprocessor the splits aim for, `GLINT_CUDA_MLA_HEADS`
-/// most heads a block, `GLINT_CUDA_MLA_SPLIT_KEYS` fewest keys a split), read once each, to
-/// time other plans on a device without a rebuild.
-fn mla_knob(name: &'static str, default: usize) -> usize {
-    static KNOBS: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
+/// A positive integer from the environment: the MLA plan's knobs (`GLINT_CUDA_MLA_BLOCKS`
+/// blocks a multiprocessor the splits aim for, `GLINT_CUDA_MLA_HEADS` most heads a block,
+/// `GLINT_CUDA_MLA_SPLIT_KEYS` fewest keys a split), read once each, to time other plans on a
+/// device without a rebuild. None where unset (or not a number from 1 to 4096).
+fn mla_knob(name: &'static str) -> Option<usize> {
+    static KNOBS: Mutex<Vec<(&'static str, Option<usize>)>> = Mutex::new(Vec::new());
     let mut k = KNOBS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, v)) = k.iter().find(|(n, _)| *n == name) {
         return v;
@@ -136,8 +136,7 @@ fn mla_knob(name: &'static str, default: usize) -> usize {
     let v = std::env::var(name)
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&v| (1..=4096).contains(&v))
-        .unwrap_or(default);
+        .filter(|&v| (1..=4096).contains(&v));
     k.push((name, v));
     v
 }
@@ -392,15 +391,13 @@ const SHORT_SPLIT_KEYS: usize = 16;
 /// so longer lists keep the default. The knobs (`GLINT_CUDA_MLA_*`) override either.
 fn mla_plan(op: &'static str, lim: Limits, p: &AttnParams, selected: bool) -> Result<MlaPlan> {
     let l_max = if selected { p.n_selected } else { p.n_kv }.max(1);
-    let heads = mla_knob("GLINT_CUDA_MLA_HEADS", usize::MAX);
-    let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS", MIN_SPLIT_KEYS);
+    let (heads, keys) = (
+        mla_knob("GLINT_CUDA_MLA_HEADS"),
+        mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS"),
+    );
+    let knobs_set = heads.is_some() || keys.is_some();
+    let (heads, keys) = (heads.unwrap_or(usize::MAX), keys.unwrap_or(MIN_SPLIT_KEYS));
     let plan = plan_with(op, lim, p, l_max, heads, keys)?;
-    static KNOBS_SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let knobs_set = *KNOBS_SET.get_or_init(|| {
-        ["GLINT_CUDA_MLA_HEADS", "GLINT_CUDA_MLA_SPLIT_KEYS"]
-            .iter()
-            .any(|k| std::env::var_os(k).is_some())
-    });
     if knobs_set || p.n_tokens * plan.n_groups * plan.splits >= lim.sm_count / 2 {
         return Ok(plan);
     }

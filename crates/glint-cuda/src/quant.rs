@@ -502,32 +502,53 @@ pub(crate) fn glu_activation(
     if elems == 0 {
         return Ok(false);
     }
-    let stride = glint_quant::dot::activation_bytes(k.partner, cols)?;
-    let bytes = mul(OP, rows, stride)?;
+    let blocks = elems / per;
+    let (blocks_i, grid) = (blocks as i64, grid_1d(mul(OP, blocks, 32)?));
+    let f = be.func(Family::Quant, kernel)?;
+    written_with_slot(be, OP, h, k.partner, rows, cols, |hd, out| {
+        let mut b = be.launch(&f);
+        b.arg(g.data())
+            .arg(u.data())
+            .arg(hd)
+            .arg(out)
+            .arg(&blocks_i);
+        // SAFETY: g, u and h hold `elems` floats (checked above), read and written once each;
+        // the slot was sized for `elems / per` partner blocks.
+        unsafe { b.launch(grid) }.map_err(dev(OP))
+    })?;
+    Ok(true)
+}
+
+/// Runs `launch`, a kernel that writes `y` (`rows × cols`) and its `partner` quantization,
+/// with y's device memory under y's new state and an activation slot sized for that
+/// quantization, then files the slot under that state, so the products that read y next find
+/// it (`activation`).
+fn written_with_slot(
+    be: &CudaBackend,
+    op: &'static str,
+    y: &mut CudaBuf,
+    partner: GgmlType,
+    rows: usize,
+    cols: usize,
+    launch: impl FnOnce(&mut CudaSlice<f32>, &CudaSlice<u8>) -> Result<()>,
+) -> Result<()> {
+    let stride = glint_quant::dot::activation_bytes(partner, cols)?;
+    let bytes = mul(op, rows, stride)?;
     let mut slots = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
-    let (version, hd) = h.data_mut_versioned();
+    let (version, yd) = y.data_mut_versioned();
     let key = ActKey {
         version,
-        partner: k.partner,
+        partner,
         rows,
         cols,
     };
     let (i, _) = slots.find(be, key, bytes)?;
-    let out = slots.slots[i].as_ref().expect("found slots are allocated");
-    let blocks = elems / per;
-    let blocks_i = blocks as i64;
-    let f = be.func(Family::Quant, kernel)?;
-    let mut b = be.launch(&f);
-    b.arg(g.data())
-        .arg(u.data())
-        .arg(hd)
-        .arg(out)
-        .arg(&blocks_i);
-    // SAFETY: g, u and h hold `elems` floats (checked above), read and written once each;
-    // the slot was sized by `find` for `elems / per` partner blocks.
-    unsafe { b.launch(grid_1d(mul(OP, blocks, 32)?)) }.map_err(dev(OP))?;
+    launch(
+        yd,
+        slots.slots[i].as_ref().expect("found slots are allocated"),
+    )?;
     slots.keys[i] = Some(key);
-    Ok(true)
+    Ok(())
 }
 
 /// The input of [`norm_activation`]: x itself, or the residual `h` and the addend `d` (h += d
@@ -575,31 +596,20 @@ pub(crate) fn norm_activation(
     }
     need(OP, "weight", dim, w.len)?;
     need(OP, "y", elems, y.len)?;
-    let stride = glint_quant::dot::activation_bytes(k.partner, dim)?;
-    let bytes = mul(OP, rows, stride)?;
-    let mut slots = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
-    let (version, yd) = y.data_mut_versioned();
-    let key = ActKey {
-        version,
-        partner: k.partner,
-        rows,
-        cols: dim,
-    };
-    let (i, _) = slots.find(be, key, bytes)?;
-    let out = slots.slots[i].as_ref().expect("found slots are allocated");
     let (dim_i, null) = (int(OP, dim)?, 0u64);
     let f = be.func(Family::Quant, "rms_norm_q8_k")?;
-    let mut b = be.launch(&f);
-    match x {
-        NormIn::Plain(x) => b.arg(x.data()).arg(&null),
-        NormIn::Add(h, d) => b.arg(h.data_mut()).arg(d.data()),
-    };
-    b.arg(w.data()).arg(yd).arg(out).arg(&dim_i).arg(&eps);
-    // SAFETY: x (or h and d) and y hold rows × dim floats, w dim (checked above); the kernel
-    // writes only h's and y's rows and the slot, sized by `find` for rows × dim / 256 Q8_K
-    // blocks; one block a row, as the norm kernels.
-    unsafe { b.launch(crate::elementwise::norm_grid(rows, dim)) }.map_err(dev(OP))?;
-    slots.keys[i] = Some(key);
+    written_with_slot(be, OP, y, k.partner, rows, dim, |yd, out| {
+        let mut b = be.launch(&f);
+        match x {
+            NormIn::Plain(x) => b.arg(x.data()).arg(&null),
+            NormIn::Add(h, d) => b.arg(h.data_mut()).arg(d.data()),
+        };
+        b.arg(w.data()).arg(yd).arg(out).arg(&dim_i).arg(&eps);
+        // SAFETY: x (or h and d) and y hold rows × dim floats, w dim (checked above); the
+        // kernel writes only h's and y's rows and the slot, sized for rows × dim / 256 Q8_K
+        // blocks; one block a row, as the norm kernels.
+        unsafe { b.launch(crate::elementwise::norm_grid(rows, dim)) }.map_err(dev(OP))
+    })?;
     Ok(true)
 }
 
