@@ -27,6 +27,24 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// Bytes of its weight rows a product's block asks L2 for before it waits on the kernel before
+// it (l2_prefetch): no kernel writes weights, so fetching them early races nothing, and memory
+// streams them while the small kernel before it still runs instead of idling until the wait
+// returns. The host sets it per module (`GLINT_CUDA_PREFETCH`, 0 = off; backend.rs).
+__constant__ unsigned int glint_prefetch_bytes = 16384;
+
+// Asks L2 for the first glint_prefetch_bytes of [p, p + bytes) (16-byte aligned inside it), from
+// the block's first thread. The one global access a kernel may make before pdl_enter, and only
+// of memory no kernel writes (tests/compile.rs reads the PTX for this).
+__device__ __forceinline__ void l2_prefetch(const void* p, long long bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    const unsigned long long a = (unsigned long long)p, lo = (a + 15) & ~15ull;
+    const long long n = min(bytes - (long long)(lo - a), (long long)glint_prefetch_bytes) & ~15ll;
+    if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"((unsigned)n) : "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

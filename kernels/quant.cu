@@ -1746,6 +1746,18 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
+// A one-token product block's weight rows to L2 before it waits (l2_prefetch): the rows matvec
+// gives its row groups, from the first block of each row range (blockIdx.y > 0 reads the same).
+// Not inlined: inlined, ptxas kept its values live into the product and spilled (matvec1_f32x4,
+// 32 bytes) or took 9 more registers (matvec1_q4_k).
+template <class W>
+__device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int ks) {
+    const int per = blockDim.y / ks * MV_RPW, first = blockIdx.x * per;
+    if (blockIdx.y != 0 || first >= rows) return;
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    l2_prefetch(w + (long long)first * row_bytes, (long long)min(per, rows - first) * row_bytes);
+}
+
 // The one-token products take a second weight of the same type and shape and its output (w2,
 // y2): blocks with blockIdx.z = 1 compute y2 = W2 · act, so a gate and an up projection of one
 // activation are one launch (the host sets grid.z = 2; null and grid.z = 1 otherwise). Each
@@ -1762,14 +1774,18 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX, 1)                                    \
         matvec_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,   \
                       int cols, int rows, int n, long long act_stride, int ks, const u32* __restrict__ order, \
-                      const u32* __restrict__ tiles, int n_used, int x_per_slot) { pdl_enter();                   \
+                      const u32* __restrict__ tiles, int n_used, int x_per_slot) {                                \
+        if (!tiles) prefetch_rows<W>(w, cols, rows, ks);                                             \
+        pdl_enter();                                                                                 \
         matvec_tiles<W>(w, act, y, cols, rows, n, act_stride, ks, order, tiles, n_used, x_per_slot); \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
         matvec1_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y,  \
                        int cols, int rows, int n, long long act_stride, int ks, const u8* __restrict__ w2, \
-                       float* __restrict__ y2) { pdl_enter();                                        \
+                       float* __restrict__ y2) {                                                    \
         PAIR_SWITCH                                                                                  \
+        prefetch_rows<W>(w, cols, rows, ks);                                                         \
+        pdl_enter();                                                                                 \
         matvec<W, 1>(w, act, y, cols, rows, n, act_stride, ks);                                      \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                       \
@@ -1795,8 +1811,10 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS_MAX)                                \
         matvec1s_##name(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, \
                         int cols, int rows, int n, long long act_stride, int ks, const u8* __restrict__ w2, \
-                        float* __restrict__ y2) { pdl_enter();                                       \
+                        float* __restrict__ y2) {                                                   \
         PAIR_SWITCH                                                                                 \
+        prefetch_rows<W>(w, cols, rows, ks);                                                        \
+        pdl_enter();                                                                                \
         matvec<W, 1, MV_STAGES>(w, act, y, cols, rows, n, act_stride, ks);                         \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * MV_ROWS, 8)                                   \

@@ -91,6 +91,38 @@ pub(crate) fn grid_rows(blocks: usize, threads: u32) -> LaunchConfig {
     }
 }
 
+/// `GLINT_CUDA_PREFETCH=BYTES`: how much of its weight rows a product's block asks L2 for before
+/// it waits on the kernel before it (kernels/common.cuh `glint_prefetch_bytes`, 0 = off); unset
+/// keeps the kernels' default. A per-module constant, so comparing settings needs no recompile.
+fn set_prefetch_bytes(
+    modules: &HashMap<Family, Vec<Arc<CudaModule>>>,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let Ok(v) = std::env::var("GLINT_CUDA_PREFETCH") else {
+        return Ok(());
+    };
+    let bytes: u32 = v.trim().parse().map_err(|_| CoreError::Param {
+        op: "GLINT_CUDA_PREFETCH",
+        msg: format!("{v:?} is not a byte count (0 turns the weight prefetch off)"),
+    })?;
+    for m in modules.values().flatten() {
+        // Families without a product may have dropped the unused constant.
+        let Ok(mut sym) = m.get_global("glint_prefetch_bytes", stream) else {
+            continue;
+        };
+        // SAFETY: the symbol is one `unsigned int` (4 bytes, checked by transmute_mut's length).
+        let mut word = unsafe { sym.transmute_mut::<u32>(1) }.ok_or_else(|| CoreError::Device {
+            op: "GLINT_CUDA_PREFETCH",
+            msg: "glint_prefetch_bytes is not 4 bytes".into(),
+        })?;
+        stream
+            .memcpy_htod(&[bytes], &mut word)
+            .map_err(dev("GLINT_CUDA_PREFETCH"))?;
+    }
+    tracing::info!(bytes, "weight prefetch per block set");
+    Ok(())
+}
+
 impl CudaBackend {
     /// Opens `cuda:ordinal`, compiles (or loads from the cache) every kernel family.
     pub fn new(ordinal: usize) -> Result<Self> {
@@ -113,6 +145,7 @@ impl CudaBackend {
                 .collect::<Result<Vec<_>>>()?;
             modules.insert(fam, ms);
         }
+        set_prefetch_bytes(&modules, &stream)?;
         tracing::info!(
             device = %info.name,
             cc = ?info.compute_capability,

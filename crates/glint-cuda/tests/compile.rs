@@ -49,7 +49,9 @@ fn every_kernel_family_compiles_for_sm80_and_sm90a() {
 /// Every kernel is launched with programmatic dependent launch (src/launch.rs), so on Hopper
 /// each must wait for the kernel before it (`griddepcontrol.wait`, common.cuh's `pdl_enter`)
 /// before it touches memory; one without it would race its predecessor. Read off the PTX, so a
-/// kernel added without the call, or a wait the compiler dropped, fails here.
+/// kernel added without the call, or a wait the compiler dropped, fails here. The one access
+/// allowed before the wait is an L2 prefetch of weights (common.cuh `l2_prefetch`), which the
+/// one-token products must make there, or it overlaps nothing.
 fn every_entry_waits_for_its_predecessor(fam: Family, ptx: &str) {
     let mut entries = 0;
     for body in ptx.split(".entry ").skip(1) {
@@ -64,6 +66,15 @@ fn every_entry_waits_for_its_predecessor(fam: Family, ptx: &str) {
             "{}: kernel {name} touches global memory before griddepcontrol.wait",
             fam.file()
         );
+        if name.starts_with("matvec1_") || name.starts_with("matvec1s_") {
+            // The instruction, or the call of quant.cu's (not inlined) `prefetch_rows`.
+            let prefetch = body.find("prefetch");
+            assert!(
+                prefetch.is_some_and(|p| wait.is_some_and(|w| p < w)),
+                "{}: product {name} does not prefetch its weights before griddepcontrol.wait",
+                fam.file()
+            );
+        }
         entries += 1;
     }
     assert!(entries > 0, "{}: no entries in the PTX", fam.file());
