@@ -181,6 +181,181 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
     if (g == 0 && t < t_end) orow[t] = t < nk ? part : NEG_INF;
 }
 
+// ---- scores on tensor cores: 16-bit and fp8 key caches ------------------------------------------
+// GLM-5's shape (32 heads, d a multiple of 16 up to 256) when the keys are 16-bit floats or fp8:
+// the 32 × d queries times the d × 64 keys of a block as mma.sync m16n8k16 tiles with f32 sums,
+// where indexer_scores_t32 spends its time on shared-memory reads of f32 tiles (4 µs of 11 at 16k
+// keys on an H200, the FMAs 2 more). The operands are 16-bit: fp8 and f16 keys as f16 (fp8
+// exactly, common.cuh fp8_to_f16_bits; the row's scale multiplies the dot), bf16 keys as bf16;
+// the query is rounded to the keys' type, f16 after a power-of-two scale a head that puts its
+// largest |q| in [2¹⁴, 2¹⁵) (no overflow, no subnormals; undone exactly on the sum). That rounding
+// (2⁻¹¹ of each |q·k| term for f16, 2⁻⁹ for bf16) is the only difference from the f32 kernels,
+// and less than DeepSeek's own indexer, which rounds the query to fp8; the conformance suite
+// bounds it against f64. Warp w takes keys 8w .. 8w + 7 of the block for all 32 heads (two
+// m-tiles): lane (g, t) = (lane / 4, lane % 4) ends with heads g, g + 8, g + 16, g + 24 of keys
+// 2t, 2t + 1, weights its four heads' ReLU'd scores, and the 8 lanes of a t add up.
+// Shared: (32 + IDX_MMA_KT)·(d + 8) 16-bit values, 32 + 32 + IDX_MMA_KT floats, IDX_MMA_KT i64.
+#define IDX_MMA_KT 64
+
+template <int TY>
+__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (TY == CACHE_BF16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // the host launches these kernels on sm_80+ only
+#endif
+}
+
+template <int TY>
+__device__ __forceinline__ void indexer_scores_mma(const float* q, const float* w, float w_scale, const u8* kdata,
+                                                   long long krows, const u32* positions, const u32* tables,
+                                                   long long n_table, const u32* token_seq, int max_blocks,
+                                                   int block_size, int d, int n_kv, float* out) {
+    extern __shared__ __align__(16) u8 im_sm[];
+    const int s = blockIdx.x, kt = IDX_MMA_KT, st = d + 8;  // st: 16-bit values a shared row
+    const long long t0 = (long long)blockIdx.y * kt;
+    const long long t_end = min(t0 + kt, (long long)n_kv);
+    const long long nk = min((long long)positions[s] + 1, (long long)n_kv);
+    float* orow = out + (long long)s * n_kv;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    if (t0 >= nk) {
+        for (long long t = t0 + tid; t < t_end; t += blockDim.x) orow[t] = NEG_INF;
+        return;
+    }
+    u16* qs = (u16*)im_sm;
+    u16* ks = qs + 32 * st;
+    float* ws = (float*)(ks + kt * st);  // w·w_scale a head
+    float* hs = ws + 32;                 // the inverse of the head's query scale
+    float* kscale = hs + 32;             // fp8: the key row's scale
+    long long* rows = (long long*)(kscale + kt);
+    // Queries: warp w rounds heads 4w .. 4w + 3 (8 warps).
+    const float* qg = q + (long long)s * 32 * d;
+    for (int h = warp; h < 32; h += blockDim.x >> 5) {
+        const float* qh = qg + (long long)h * d;
+        float amax = 0.0f;
+        for (int i = lane; i < d; i += 32) amax = fmaxf(amax, fabsf(qh[i]));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        int shift = 0;
+        if (TY != CACHE_BF16 && amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
+        const float up = ldexpf(1.0f, shift);
+        for (int i = lane; i < d; i += 32) {
+            const float v = qh[i] * up;  // exact: a power of two
+            qs[h * st + i] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
+                                              : __half_as_ushort(__float2half_rn(v));
+        }
+        if (lane == 0) {
+            ws[h] = w[(long long)s * 32 + h] * w_scale;
+            hs[h] = ldexpf(1.0f, -shift);
+        }
+    }
+    for (int kk = tid; kk < kt; kk += blockDim.x) {
+        const long long t = t0 + kk;
+        rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
+    }
+    __syncthreads();
+    // Keys: 16-byte chunks of the rows, four loads in flight a thread; fp8 chunks widen to 32 bytes.
+    const int esz = TY == CACHE_FP8 ? 1 : 2, cpr = d * esz / 16, total = kt * cpr;
+    for (int e0 = tid; e0 < total; e0 += blockDim.x * 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int e = e0 + u * blockDim.x, kk = e / cpr;
+            v[u] = make_uint4(0u, 0u, 0u, 0u);
+            if (e < total && rows[kk] >= 0)
+                v[u] = *(const uint4*)(kdata + rows[kk] * d * esz + (long long)(e - kk * cpr) * 16);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int e = e0 + u * blockDim.x, kk = e / cpr, c = e - kk * cpr;
+            if (e >= total) break;
+            if (TY == CACHE_FP8) {
+                const u32 wd[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                u32 h[8];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    h[2 * j] = fp8_to_f16_bits(wd[j] & 0xffu) | (fp8_to_f16_bits((wd[j] >> 8) & 0xffu) << 16);
+                    h[2 * j + 1] = fp8_to_f16_bits((wd[j] >> 16) & 0xffu) | (fp8_to_f16_bits(wd[j] >> 24) << 16);
+                }
+                uint4* dst = (uint4*)(ks + kk * st + c * 16);
+                dst[0] = make_uint4(h[0], h[1], h[2], h[3]);
+                dst[1] = make_uint4(h[4], h[5], h[6], h[7]);
+            } else {
+                *(uint4*)(ks + kk * st + c * 8) = v[u];
+            }
+        }
+    }
+    if (TY == CACHE_FP8) {
+        const float* scales = (const float*)(kdata + cache_scale_offset(krows, d));
+        for (int kk = tid; kk < kt; kk += blockDim.x) kscale[kk] = rows[kk] >= 0 ? scales[rows[kk]] : 0.0f;
+    }
+    __syncthreads();
+    const int g = lane >> 2, t = lane & 3, n0 = 8 * warp;
+    float acc[2][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[m][j] = 0.0f;
+    const u16* kr = ks + (n0 + g) * st + 2 * t;
+    for (int k0 = 0; k0 < d; k0 += 16) {
+        const u32 b0 = *(const u32*)(kr + k0), b1 = *(const u32*)(kr + k0 + 8);
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const u16* qr = qs + (16 * m + g) * st + k0 + 2 * t;
+            const u32 a[4] = {*(const u32*)qr, *(const u32*)(qr + 8 * st), *(const u32*)(qr + 8),
+                              *(const u32*)(qr + 8 * st + 8)};
+            mma_16x8x16<TY>(acc[m], a, b0, b1);
+        }
+    }
+    // acc[m][0..1]: head 16m + g, keys n0 + 2t, + 1; acc[m][2..3]: head 16m + g + 8.
+    float part[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int h = 16 * m + g + (j >> 1) * 8, key = n0 + 2 * t + (j & 1);
+            float v = acc[m][j] * hs[h];
+            if (TY == CACHE_FP8) v *= kscale[key];
+            part[j & 1] += ws[h] * fmaxf(v, 0.0f);
+        }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 4);
+        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 8);
+        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 16);
+    }
+    if (g == 0)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const long long tt = t0 + n0 + 2 * t + j;
+            if (tt < t_end) orow[tt] = tt < nk ? part[j] : NEG_INF;
+        }
+}
+
+#define IDX_MMA_KERNEL(name, TY)                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) indexer_scores_mma_##name(                               \
+        const float* q, const float* w, float w_scale, const u8* kdata, long long krows, const u32* positions, \
+        const u32* tables, long long n_table, const u32* token_seq, int max_blocks, int block_size, int d,     \
+        int n_kv, float* out) {                                                                               \
+        pdl_enter();                                                                                          \
+        indexer_scores_mma<TY>(q, w, w_scale, kdata, krows, positions, tables, n_table, token_seq, max_blocks, \
+                               block_size, d, n_kv, out);                                                     \
+    }
+IDX_MMA_KERNEL(f16, CACHE_F16)
+IDX_MMA_KERNEL(bf16, CACHE_BF16)
+IDX_MMA_KERNEL(fp8, CACHE_FP8)
+
 // ---- top-k ------------------------------------------------------------------------------------
 // Warp 0 of a radix pass: the bin b of the k-th largest — the highest b ≥ 1 whose count from b
 // up reaches `remaining`, else 0 — and the count above b, what a scan down from bin 255 finds.

@@ -368,7 +368,12 @@ static void bench_idx_scores(double bw) {
     const int sm_gen = smem_bytes(H * (D + 1) + H + KT * D, KT), sm_t32 = smem_bytes((H + KT) * (D + 4) + H, KT);
     CK(cudaFuncSetAttribute(indexer_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_gen));
     CK(cudaFuncSetAttribute(indexer_scores_t32, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_t32));
-    printf("%-8s %12s %8s %12s %8s\n", "keys", "general us", "%copy", "tiles us", "%copy");
+    // The tensor-core kernels on fp8 and f16 keys (64 keys a block).
+    const int KM = 64, sm_mma = 2 * (H + KM) * (D + 8) + 4 * (2 * H + KM) + 8 * KM;
+    CK(cudaFuncSetAttribute(indexer_scores_mma_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_mma));
+    CK(cudaFuncSetAttribute(indexer_scores_mma_f16, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_mma));
+    printf("%-8s %12s %8s %12s %8s %12s %8s %12s %8s\n", "keys", "general us", "%copy", "tiles us", "%copy",
+           "mma fp8 us", "%copy", "mma f16 us", "%copy");
     for (int L : {4096, 16384, 65536}) {
         const int nb = (L + BS - 1) / BS;
         const long long rows = (long long)nb * BS;
@@ -399,10 +404,21 @@ static void bench_idx_scores(double bw) {
             indexer_scores_t32<<<grid, 256, sm_t32>>>(q, w, 1.0f, (const u8*)kc, rows, D, CACHE_F32, dpos, dt, nb, dseq, nb,
                                                       BS, D, L, out);
         });
+        // The f32 cache's bytes hold an fp8 pool (codes, then a scale a row) or an f16 one.
+        const dim3 grid_m(1, (L + KM - 1) / KM);
+        const float t8 = time_us([&](int) {
+            indexer_scores_mma_fp8<<<grid_m, 256, sm_mma>>>(q, w, 1.0f, (const u8*)kc, rows, dpos, dt, nb, dseq, nb,
+                                                            BS, D, L, out);
+        });
+        const float t16 = time_us([&](int) {
+            indexer_scores_mma_f16<<<grid_m, 256, sm_mma>>>(q, w, 1.0f, (const u8*)kc, rows, dpos, dt, nb, dseq, nb,
+                                                            BS, D, L, out);
+        });
         CK(cudaGetLastError());
         const double bytes = 4.0 * L * D;
-        auto pct = [&](float us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / bw; };
-        printf("%-8d %12.2f %7.1f%% %12.2f %7.1f%%\n", L, tg, pct(tg), tt, pct(tt));
+        auto pct = [&](float us, double b) { return 100.0 * b / (us * 1e-6) / 1e9 / bw; };
+        printf("%-8d %12.2f %7.1f%% %12.2f %7.1f%% %12.2f %7.1f%% %12.2f %7.1f%%\n", L, tg, pct(tg, bytes), tt,
+               pct(tt, bytes), t8, pct(t8, bytes / 4 + 4.0 * L), t16, pct(t16, bytes / 2));
         CK(cudaFree(q));
         CK(cudaFree(w));
         CK(cudaFree(kc));

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use glint_core::error::need;
-use glint_core::{AttnParams, CoreError, IndexerParams, Pages, Result, Rows, StepSizes};
+use glint_core::{AttnParams, CacheType, CoreError, IndexerParams, Pages, Result, Rows, StepSizes};
 
 use crate::backend::{dev, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaCache, CudaIds};
@@ -39,6 +39,15 @@ const MAX_SPLITS: usize = 128;
 const IDX_KT: usize = 32;
 /// Keys a block of `indexer_scores_t32` scores (kernels/indexer.cu IDX_T32_KT: 8 warps × 4).
 const IDX_T32_KT: usize = 32;
+/// Keys a block of `indexer_scores_mma_*` scores (kernels/indexer.cu IDX_MMA_KT: 8 warps × 8).
+const IDX_MMA_KT: usize = 64;
+
+/// Whether 16-bit and fp8 indexer keys take the tensor-core kernel (`GLINT_CUDA_IDX_MMA=0`: the
+/// register tiles, to compare).
+fn idx_mma() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_MMA").map_or(true, |v| v != "0"))
+}
 
 /// Whether GLM-5's indexer shape takes the register-tile kernel (`GLINT_CUDA_IDX_TILES=0`: the
 /// general one, to compare).
@@ -213,18 +222,33 @@ pub(crate) fn indexer_scores(
     // GLM-5's 32 heads (d a multiple of 16, at most 256) take the register-tile kernel (kernels/indexer.cu
     // `indexer_scores_t32`) unless GLINT_CUDA_IDX_TILES=0; other shapes the general one.
     let tiled = hi == 32 && d % 16 == 0 && d <= 256 && idx_tiles();
-    let name = if tiled {
-        "indexer_scores_t32"
-    } else {
-        "indexer_scores"
+    // 16-bit and fp8 keys of that shape: the tensor-core kernel (sm_80+; GLINT_CUDA_IDX_MMA=0
+    // keeps them on the register tiles).
+    let mma = tiled && be.info().compute_capability.0 >= 8 && idx_mma();
+    let name = match keys.ty {
+        CacheType::F16 if mma => "indexer_scores_mma_f16",
+        CacheType::Bf16 if mma => "indexer_scores_mma_bf16",
+        CacheType::Fp8 if mma => "indexer_scores_mma_fp8",
+        _ if tiled => "indexer_scores_t32",
+        _ => "indexer_scores",
     };
+    let mma = name.starts_with("indexer_scores_mma");
     let f = be.func(Family::Indexer, name)?;
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
     // The token's queries stay in shared memory; fewer keys per block if they are wide.
-    let mut kt = if tiled { IDX_T32_KT } else { IDX_KT };
+    let mut kt = if mma {
+        IDX_MMA_KT
+    } else if tiled {
+        IDX_T32_KT
+    } else {
+        IDX_KT
+    };
     let bytes = |kt: usize| {
-        if tiled {
+        if mma {
+            // 16-bit query and key rows of d + 8, 64 + kt floats, kt i64 rows.
+            2 * (hi + kt) * (d + 8) + 4 * (2 * hi + kt) + 8 * kt
+        } else if tiled {
             smem_bytes((hi + kt) * (d + 4) + hi, kt)
         } else {
             smem_bytes(hi * (d + 1) + hi + kt * d, kt)
@@ -255,10 +279,11 @@ pub(crate) fn indexer_scores(
         .arg(w.data())
         .arg(&p.w_scale)
         .arg(&keys.data)
-        .arg(&krows)
-        .arg(&kdim)
-        .arg(&kty)
-        .arg(&positions.data)
+        .arg(&krows);
+    if !mma {
+        b.arg(&kdim).arg(&kty);
+    }
+    b.arg(&positions.data)
         .arg(&pages.tables.data)
         .arg(&n_table)
         .arg(&pages.token_seq.data)
