@@ -362,15 +362,27 @@ IDX_MMA_KERNEL(fp8, CACHE_FP8)
 // Lane l holds bins 8l..8l+7 (zeroing them where `clear`, for the next pass); a suffix scan
 // over the lanes gives the count above; the highest lane with a hit writes the new prefix and
 // what remains to take.
+// topk_pick_bin with the lane's 8 bins already in registers (the cluster kernel sums them over
+// its blocks' shared memory).
+__device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32 prefix, int shift, u32 remaining,
+                                                u32* sh_prefix, u32* sh_remaining);
+
 __device__ __forceinline__ void topk_pick_bin(u32* hist, bool clear, int lane, u32 prefix, int shift,
                                               u32 remaining, u32* sh_prefix, u32* sh_remaining) {
-    u32 h[8], tot = 0;
+    u32 h[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         h[j] = hist[8 * lane + j];
         if (clear) hist[8 * lane + j] = 0;
-        tot += h[j];
     }
+    topk_pick_bin_h(h, lane, prefix, shift, remaining, sh_prefix, sh_remaining);
+}
+
+__device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32 prefix, int shift, u32 remaining,
+                                                u32* sh_prefix, u32* sh_remaining) {
+    u32 tot = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) tot += h[j];
     u32 suf = tot;  // keys in this lane's bins and above
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -632,4 +644,165 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
         cgt -= __popc(bg);
         oeq += __popc(be);
     }
+}
+
+// ---- top-k over a cluster of blocks (Hopper) ----------------------------------------------------
+// top_k_rows_s's set and order with a row spread over the TOPK_CLUSTER blocks of a thread-block
+// cluster: a decode step has one row, and one block on one multiprocessor spent 22 µs on 16k keys
+// (kernel bench, H200) while the others idled. Block r of a row's cluster keeps keys [r·per,
+// (r + 1)·per) in its shared memory; each radix pass counts them into the warps' histograms and
+// sums those into the block's `tot`, a cluster barrier, and every block adds the cluster's `tot`s
+// (distributed shared memory) in the same order, so all pick the same bin. `tot` alternates
+// between two buffers: a block rewrites one only after the barrier that follows every block's
+// reads of it. The output: each block counts its keys above and equal to T, a barrier, and the
+// counts of the blocks before it (lower indices) place its indices, as the warps' counts do
+// within a block. A last barrier keeps each block's shared memory alive until the others have
+// read it. Grid: rows × TOPK_CLUSTER blocks; dynamic shared memory: (blockDim.x / 32) · 256 +
+// per words, per = ceil(n / TOPK_CLUSTER) rounded up to 32.
+#define TOPK_CLUSTER 8
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TOPK_CLUSTER_DIMS __cluster_dims__(TOPK_CLUSTER, 1, 1)
+#else
+#define TOPK_CLUSTER_DIMS
+#endif
+
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// The word at `p` in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ u32 cluster_ld(const u32* p, u32 rank) {
+    u32 v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const u32 la = (u32)__cvta_generic_to_shared(p);
+    u32 ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(la), "r"(rank));
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(ra) : "memory");
+#endif
+    return v;
+}
+
+extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_c(const float* x, int n, int k,
+                                                                                  u32* ids) {
+    pdl_enter();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ u32 tc_smem[];
+    __shared__ u32 tot[2][256];
+    __shared__ u32 sh_prefix, sh_remaining;
+    __shared__ u32 warp_gt[32], warp_eq[32], blk[2];
+    u32 rank;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
+    const int groups = min(nw, 4);
+    const long long row_i = blockIdx.x / TOPK_CLUSTER;
+    const int per = ((n + TOPK_CLUSTER - 1) / TOPK_CLUSTER + 31) & ~31;
+    const int lo = min(n, (int)rank * per), m = min(n, lo + per) - lo;
+    u32* wh = tc_smem;
+    u32* sk = tc_smem + nw * 256;
+    const float* row = x + row_i * n + lo;
+    u32* out = ids + row_i * k;
+    for (int i = tid; i < nw * 256; i += bd) wh[i] = 0;
+    for (int i = tid; i < m; i += bd) sk[i] = idx_order_key(row[i]);
+    __syncthreads();
+    u32* mine = wh + warp * 256;
+    u32 prefix = 0, mask = 0, remaining = (u32)k;
+    for (int pass = 0; pass < 4; pass++) {
+        const int shift = 24 - 8 * pass;
+        u32* t = tot[pass & 1];
+        for (int i = tid; i < 256; i += bd) t[i] = 0;
+        for (int c0 = 0; c0 < m; c0 += bd * 8) {
+            u32 kk[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                kk[u] = i < m ? sk[i] : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                topk_count(mine, (kk[u] >> shift) & 255u, i < m && (kk[u] & mask) == prefix, lane);
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < 256 * groups; i += bd) {
+            const int b = i & 255, q = i >> 8;
+            u32 sum = 0;
+            for (int w = q; w < nw; w += groups) {
+                sum += wh[w * 256 + b];
+                wh[w * 256 + b] = 0;
+            }
+            atomicAdd(&t[b], sum);
+        }
+        cluster_barrier();
+        if (warp == 0) {
+            u32 h[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                h[j] = 0;
+                for (u32 r = 0; r < TOPK_CLUSTER; r++) h[j] += cluster_ld(&t[8 * lane + j], r);
+            }
+            topk_pick_bin_h(h, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        remaining = sh_remaining;
+        mask |= 255u << shift;
+    }
+    const u32 T = prefix;
+    const u32 n_gt = (u32)k - remaining;
+    const int pw = (((m + nw - 1) / nw) + 31) & ~31;
+    const int a = min(m, warp * pw), e = min(m, a + pw);
+    u32 cgt = 0, ceq = 0;
+    for (int c = a; c < e; c += 32) {
+        const int i = c + lane;
+        const u32 key = i < e ? sk[i] : 0u;
+        cgt += __popc(__ballot_sync(0xffffffffu, i < e && key > T));
+        ceq += __popc(__ballot_sync(0xffffffffu, i < e && key == T));
+    }
+    if (lane == 0) {
+        warp_gt[warp] = cgt;
+        warp_eq[warp] = ceq;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        u32 bg = 0, be = 0;
+        for (int j = 0; j < nw; j++) {
+            bg += warp_gt[j];
+            be += warp_eq[j];
+        }
+        blk[0] = bg;
+        blk[1] = be;
+    }
+    cluster_barrier();
+    u32 ogt = 0, oeq = 0;
+    for (u32 r = 0; r < rank; r++) {
+        ogt += cluster_ld(&blk[0], r);
+        oeq += cluster_ld(&blk[1], r);
+    }
+    for (int j = 0; j < warp; j++) {
+        ogt += warp_gt[j];
+        oeq += warp_eq[j];
+    }
+    // Every remote read of this block's shared memory is done past this barrier.
+    cluster_barrier();
+    const u32 below = (1u << lane) - 1u;
+    for (int c = a; c < e && (cgt > 0 || oeq < remaining); c += 32) {
+        const int i = c + lane;
+        const u32 key = i < e ? sk[i] : 0u;
+        const bool gt = i < e && key > T, eq = i < e && key == T;
+        const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
+        if (gt) out[ogt + __popc(bg & below)] = (u32)(lo + i);
+        if (eq) {
+            const u32 r = oeq + __popc(be & below);
+            if (r < remaining) out[n_gt + r] = (u32)(lo + i);
+        }
+        ogt += __popc(bg);
+        cgt -= __popc(bg);
+        oeq += __popc(be);
+    }
+#else
+    __trap();  // the host launches it on sm_90+ only
+#endif
 }

@@ -440,7 +440,8 @@ static void bench_topk() {
     CK(cudaFuncGetAttributes(&fa, top_k_rows_s));
     optin -= (int)fa.sharedSizeBytes;  // the kernel's own shared memory counts against the limit
     CK(cudaFuncSetAttribute(top_k_rows_s, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    printf("%-8s %5s %10s %12s %12s\n", "keys", "rows", "rows us", "shared us", "uncached us");
+    CK(cudaFuncSetAttribute(top_k_rows_c, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    printf("%-8s %5s %10s %12s %12s %12s\n", "keys", "rows", "rows us", "shared us", "uncached us", "cluster us");
     for (int n : {4096, 16384, 32768, 65536}) {
         for (int rows : {1, 4}) {
             std::vector<float> h((size_t)rows * n);
@@ -462,8 +463,14 @@ static void bench_topk() {
             float t_rows = time_us([&](int) { top_k_rows<<<rows, threads>>>(x, n, K, ids); });
             float t_s = fits ? time_us([&](int) { top_k_rows_s<<<rows, threads, hist + 4 * n>>>(x, n, K, ids, 1); }) : -1;
             float t_u = time_us([&](int) { top_k_rows_s<<<rows, threads, hist>>>(x, n, K, ids, 0); });
+            // top_k_rows_c as crates/glint-cuda/src/attention.rs launches it: a row over 8 blocks.
+            const int per = ((n + 7) / 8 + 31) & ~31;
+            int tc = 128;
+            while (tc < per / 4 && tc < 1024) tc *= 2;
+            const int smem_c = (tc / 32 * 256 + per) * 4;
+            float t_c = time_us([&](int) { top_k_rows_c<<<rows * 8, tc, smem_c>>>(x, n, K, ids); });
             CK(cudaGetLastError());
-            printf("%-8d %5d %10.2f %12.2f %12.2f\n", n, rows, t_rows, t_s, t_u);
+            printf("%-8d %5d %10.2f %12.2f %12.2f %12.2f\n", n, rows, t_rows, t_s, t_u, t_c);
             CK(cudaFree(x));
             CK(cudaFree(ids));
         }

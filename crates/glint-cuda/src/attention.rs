@@ -57,12 +57,22 @@ fn idx_tiles() -> bool {
 }
 const IDX_THREADS: u32 = 256;
 
-/// Whether top-k takes `top_k_rows_s` (`GLINT_CUDA_TOPK=rows`: the one-histogram kernel, to
-/// compare).
-fn topk_shared() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_TOPK").map_or(true, |v| v != "rows"))
+/// Which top-k kernel a call may take (`GLINT_CUDA_TOPK`): `rows` the one-histogram kernel,
+/// `shared` at most `top_k_rows_s` (one block a row), else (default) also `top_k_rows_c`.
+fn topk_choice() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| std::env::var("GLINT_CUDA_TOPK").unwrap_or_default())
 }
+
+fn topk_shared() -> bool {
+    topk_choice() != "rows"
+}
+
+/// Blocks of a `top_k_rows_c` cluster (kernels/indexer.cu TOPK_CLUSTER).
+const TOPK_CLUSTER: usize = 8;
+/// Row widths from which a few rows take the cluster kernel: under 4,096 keys one block's
+/// passes are short (12.7 µs at 4,096 on an H200, most of it the fixed barriers and picks).
+const TOPK_CLUSTER_MIN: usize = 4096;
 
 /// Per-backend scratch of attention and the indexer: the split-key partial results of
 /// `mla_attention`, and what was asked of the device once.
@@ -358,6 +368,9 @@ pub(crate) fn top_k(
     if k == 0 || rows == 0 {
         return Ok(());
     }
+    if let Some(done) = top_k_cluster(be, x, rows, n, k, ids)? {
+        return Ok(done);
+    }
     let threads = n.next_power_of_two().clamp(32, 1024);
     // `top_k_rows_s` (kernels/indexer.cu): a 256-bin histogram a warp, and the row's keys too
     // where they fit; GLINT_CUDA_TOPK=rows takes the one-histogram kernel, to compare.
@@ -386,6 +399,54 @@ pub(crate) fn top_k(
     // SAFETY: argument types match the kernel; rows·n values are read, rows·k ids written.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(())
+}
+
+/// `top_k_rows_c` (kernels/indexer.cu): each row over a cluster of [`TOPK_CLUSTER`] blocks, where
+/// a one-block-a-row grid would leave most multiprocessors idle (Hopper, rows of at least
+/// [`TOPK_CLUSTER_MIN`], up to a quarter of the multiprocessors' worth of clusters) and a block's
+/// share of keys fits its shared memory. `None` when the call takes the other kernels.
+fn top_k_cluster(
+    be: &CudaBackend,
+    x: &CudaBuf,
+    rows: usize,
+    n: usize,
+    k: usize,
+    ids: &mut CudaIds,
+) -> Result<Option<()>> {
+    let op = "top_k";
+    let sms = {
+        let mut inner = be.attn.lock();
+        limits(be, &mut inner)?.sm_count
+    };
+    if be.info().compute_capability.0 < 9
+        || !matches!(topk_choice(), "" | "cluster")
+        || n < TOPK_CLUSTER_MIN
+        || rows * TOPK_CLUSTER * 4 > sms
+    {
+        return Ok(None);
+    }
+    let name = "top_k_rows_c";
+    let f = be.func(Family::Indexer, name)?;
+    let per = n.div_ceil(TOPK_CLUSTER).next_multiple_of(32);
+    // About four keys a thread a pass.
+    let threads = (per / 4).next_power_of_two().clamp(128, 1024);
+    let smem = (threads / 32 * 256 + per) * 4;
+    if smem > be.smem.dynamic_limit(be, op, &f, name)? {
+        return Ok(None);
+    }
+    be.smem.allow(be, op, &f, name, smem)?;
+    let cfg = LaunchConfig {
+        grid_dim: (int(op, rows * TOPK_CLUSTER)? as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let (n_i, k_i) = (int(op, n)?, int(op, k)?);
+    let mut b = be.launch(&f);
+    b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    // SAFETY: argument types match the kernel (its cluster shape is compiled in, the grid a
+    // multiple of it); rows·n values are read, rows·k ids written.
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok(Some(()))
 }
 
 /// How `mla_attention` covers a call: heads per block, key-list chunks.
