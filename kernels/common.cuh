@@ -107,9 +107,9 @@ __device__ __forceinline__ float fp8_to_f32(u8 b) {
 // exactly.
 __device__ __forceinline__ u32 fp8_to_f16_bits(u32 b) {
     const u32 em = b & 0x7fu;
-    const u32 mag = em == 0x7fu ? 0x7e00u
-                    : (em >> 3) ? (em << 7) + (8u << 10)
-                                : (u32)__half_as_ushort(__float2half_rn((float)em * 0.001953125f));
+    // m·2⁻⁹ for m = 1..7: the f16 of m (exponent 15..17) with 9 taken off its exponent.
+    const u32 sub = em ? (u32)__half_as_ushort(__int2half_rn((int)em)) - (9u << 10) : 0u;
+    const u32 mag = em == 0x7fu ? 0x7e00u : (em >> 3) ? (em << 7) + (8u << 10) : sub;
     return mag | ((b & 0x80u) << 8);
 }
 

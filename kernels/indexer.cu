@@ -239,30 +239,47 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
     float* hs = ws + 32;                 // the inverse of the head's query scale
     float* kscale = hs + 32;             // fp8: the key row's scale
     long long* rows = (long long*)(kscale + kt);
-    // Queries: warp w rounds heads 4w .. 4w + 3 (8 warps).
-    const float* qg = q + (long long)s * 32 * d;
-    for (int h = warp; h < 32; h += blockDim.x >> 5) {
-        const float* qh = qg + (long long)h * d;
-        float amax = 0.0f;
-        for (int i = lane; i < d; i += 32) amax = fmaxf(amax, fabsf(qh[i]));
+    // Queries: warp w rounds heads 4w .. 4w + 3 (256 threads), every value loaded before the
+    // first is used (one round of memory latency, where a head at a time was eight).
+    const float* qg = q + (long long)s * 32 * d + (long long)warp * 4 * d;
+    float qv[4][8];  // d ≤ 256: 8 values a lane a head
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int i = lane + 32 * u;
+            qv[j][u] = i < d ? qg[j * d + i] : 0.0f;
+        }
+    // The key rows' pool places while those loads are in flight.
+    for (int kk = tid; kk < kt; kk += blockDim.x) {
+        const long long t = t0 + kk;
+        rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int h = 4 * warp + j;
         int shift = 0;
-        if (TY != CACHE_BF16 && amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
+        if (TY != CACHE_BF16) {
+            float amax = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 8; ++u) amax = fmaxf(amax, fabsf(qv[j][u]));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            if (amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
+        }
         const float up = ldexpf(1.0f, shift);
-        for (int i = lane; i < d; i += 32) {
-            const float v = qh[i] * up;  // exact: a power of two
-            qs[h * st + i] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
-                                              : __half_as_ushort(__float2half_rn(v));
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int i = lane + 32 * u;
+            const float v = qv[j][u] * up;  // exact: a power of two
+            if (i < d)
+                qs[h * st + i] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
+                                                  : __half_as_ushort(__float2half_rn(v));
         }
         if (lane == 0) {
             ws[h] = w[(long long)s * 32 + h] * w_scale;
             hs[h] = ldexpf(1.0f, -shift);
         }
-    }
-    for (int kk = tid; kk < kt; kk += blockDim.x) {
-        const long long t = t0 + kk;
-        rows[kk] = t < nk ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, s, t) : -1;
     }
     __syncthreads();
     // Keys: 16-byte chunks of the rows, four loads in flight a thread; fp8 chunks widen to 32 bytes.
@@ -656,7 +673,8 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
 // between two buffers: a block rewrites one only after the barrier that follows every block's
 // reads of it. The output: each block counts its keys above and equal to T, a barrier, and the
 // counts of the blocks before it (lower indices) place its indices, as the warps' counts do
-// within a block. A last barrier keeps each block's shared memory alive until the others have
+// within a block. Remote reads are issued together (a volatile load and its use, one after the
+// other, is a round trip each). A last barrier keeps each block's shared memory alive until the others have
 // read it. Grid: rows × TOPK_CLUSTER blocks; dynamic shared memory: (blockDim.x / 32) · 256 +
 // per words, per = ceil(n / TOPK_CLUSTER) rounded up to 32.
 #define TOPK_CLUSTER 8
@@ -689,7 +707,7 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
     pdl_enter();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ u32 tc_smem[];
-    __shared__ u32 tot[2][256];
+    __shared__ u32 tot[2][256], ctot[256];
     __shared__ u32 sh_prefix, sh_remaining;
     __shared__ u32 warp_gt[32], warp_eq[32], blk[2];
     u32 rank;
@@ -704,7 +722,14 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
     const float* row = x + row_i * n + lo;
     u32* out = ids + row_i * k;
     for (int i = tid; i < nw * 256; i += bd) wh[i] = 0;
-    for (int i = tid; i < m; i += bd) sk[i] = idx_order_key(row[i]);
+    for (int i0 = tid; i0 < m; i0 += 4 * bd) {  // four loads in flight a thread
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) v[u] = i0 + u * bd < m ? row[i0 + u * bd] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (i0 + u * bd < m) sk[i0 + u * bd] = idx_order_key(v[u]);
+    }
     __syncthreads();
     u32* mine = wh + warp * 256;
     u32 prefix = 0, mask = 0, remaining = (u32)k;
@@ -736,15 +761,19 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
             atomicAdd(&t[b], sum);
         }
         cluster_barrier();
-        if (warp == 0) {
-            u32 h[8];
+        // A thread a bin reads the bin of every block, all loads issued before the first sum (in
+        // a loop of load-then-add each waited out the last: 64 round trips a pass, 3 µs).
+        for (int i = tid; i < 256; i += bd) {
+            u32 v[TOPK_CLUSTER];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                h[j] = 0;
-                for (u32 r = 0; r < TOPK_CLUSTER; r++) h[j] += cluster_ld(&t[8 * lane + j], r);
-            }
-            topk_pick_bin_h(h, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
+            for (int r = 0; r < TOPK_CLUSTER; r++) v[r] = cluster_ld(&t[i], (u32)r);
+            u32 sum = 0;
+#pragma unroll
+            for (int r = 0; r < TOPK_CLUSTER; r++) sum += v[r];
+            ctot[i] = sum;
         }
+        __syncthreads();
+        if (warp == 0) topk_pick_bin(ctot, false, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
         __syncthreads();
         prefix = sh_prefix;
         remaining = sh_remaining;
@@ -776,11 +805,19 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
         blk[1] = be;
     }
     cluster_barrier();
-    u32 ogt = 0, oeq = 0;
-    for (u32 r = 0; r < rank; r++) {
-        ogt += cluster_ld(&blk[0], r);
-        oeq += cluster_ld(&blk[1], r);
+    u32 bgt[TOPK_CLUSTER], beq[TOPK_CLUSTER];
+#pragma unroll
+    for (int r = 0; r < TOPK_CLUSTER; r++) {
+        bgt[r] = cluster_ld(&blk[0], (u32)r);
+        beq[r] = cluster_ld(&blk[1], (u32)r);
     }
+    u32 ogt = 0, oeq = 0;
+#pragma unroll
+    for (int r = 0; r < TOPK_CLUSTER; r++)
+        if ((u32)r < rank) {
+            ogt += bgt[r];
+            oeq += beq[r];
+        }
     for (int j = 0; j < warp; j++) {
         ogt += warp_gt[j];
         oeq += warp_eq[j];
