@@ -70,9 +70,11 @@ fn topk_shared() -> bool {
 
 /// Blocks of a `top_k_rows_c` cluster (kernels/indexer.cu TOPK_CLUSTER).
 const TOPK_CLUSTER: usize = 8;
-/// Row widths from which a few rows take the cluster kernel: under 4,096 keys one block's
-/// passes are short (12.7 µs at 4,096 on an H200, most of it the fixed barriers and picks).
-const TOPK_CLUSTER_MIN: usize = 4096;
+/// Row widths from which a few rows take the cluster kernel (kernel bench, H100, one row:
+/// 4,096 keys 14.6 µs against `top_k_rows_s`'s 12.8, the cluster's barriers and remote reads
+/// costing more than the passes they split; 16,384 keys 16.0 against 22.1; 65,536 22.1 against
+/// 83.0).
+const TOPK_CLUSTER_MIN: usize = 8192;
 
 /// Per-backend scratch of attention and the indexer: the split-key partial results of
 /// `mla_attention`, and what was asked of the device once.
