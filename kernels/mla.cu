@@ -366,3 +366,280 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS)
     }
     out[((long long)tok * n_heads + h0) * dv + idx] = a;
 }
+
+// ---- absorbed-MLA attention on tensor cores: f16 and bf16 latent caches ------------------------
+// mla_attention's plan, tiles and outputs (the same grid, `part` layout and mla_combine) for a
+// 16-bit cache, with its two products as mma.sync m16n8k16 (f32 sums): the block's heads (G ≤
+// 16, rows past hg zero) are the M of one tile. Scores: Q (16 × dk) · Kᵀ, each warp a
+// k-slice (steps w, w + 8, ...) of both 8-key halves of the tile, the 8 partial 16 × 16 tiles
+// summed in shared memory in warp order. Output: P (16 × 16 keys, rounded to the cache's type)
+// · V (16 × dv), warp w the dims [w·dv/8, (w+1)·dv/8). The key rows are copied, not decoded;
+// the query is rounded to the cache's type (f16 after a power-of-two scale a head that puts its
+// largest |q| in [2¹⁴, 2¹⁵), undone exactly on the score). Those two roundings are the only
+// differences from mla_attention's f32 arithmetic (FlashMLA rounds both the same way); the
+// conformance suite bounds them against f64. On mla_attention's CUDA cores GLM-5's 2048
+// selected keys took 33.5 µs (H100, serialized), bound by the shared-memory reads of f32 tiles.
+// Needs dk % 32 == 0, dk ≤ 576, dv % 64 == 0, dv ≤ 512; MLA_THREADS threads.
+// Shared (bytes): 2·(16 + MLA_KT)·(dk + 8), then 8·16·16 + 16·MLA_KT + 4·16 floats, MLA_KT i64.
+#define MLA_MMA_DKMAX 576
+template <int TY>
+__device__ __forceinline__ u32 mla_pack2(float lo, float hi) {
+    if (TY == CACHE_BF16)
+        return (u32)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+               ((u32)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+    return (u32)__half_as_ushort(__float2half_rn(lo)) | ((u32)__half_as_ushort(__float2half_rn(hi)) << 16);
+}
+
+template <int TY>
+__device__ __forceinline__ void mla_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (TY == CACHE_BF16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // the host launches these kernels on sm_80+ only
+#endif
+}
+
+template <int TY>
+__device__ __forceinline__ void mla_attention_mma(const float* q, const float* q_pe, long long pe_off,
+                                                  long long pe_stride, int parts, const u8* kdata, long long krows,
+                                                  const u32* positions, const u32* tables, long long n_table,
+                                                  const u32* token_seq, int max_blocks, int block_size,
+                                                  const u32* sel, int has_sel, int n_sel, int n_heads, int dk,
+                                                  int dv, int n_kv, float scale, int G, int n_groups, int chunk,
+                                                  int splits, float* out, float* part) {
+    extern __shared__ __align__(16) u8 mm_sm[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+    const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
+    const int h0 = grp * G, hg = min(G, n_heads - h0), split = blockIdx.y;
+    const int st = dk + 8;  // 16-bit values a shared row
+    u16* qh = (u16*)mm_sm;                              // 16 × st
+    u16* kh = qh + 16 * st;                             // MLA_KT × st
+    float* sp = (float*)(kh + MLA_KT * st);             // 8 warps × 16 × 16 partial scores
+    float* ps = sp + 8 * 256;                           // 16 × MLA_KT
+    float* m_sh = ps + 16 * MLA_KT;                     // 16
+    float* l_sh = m_sh + 16;
+    float* c_sh = l_sh + 16;
+    float* hs = c_sh + 16;                              // the inverse query scale a head
+    long long* rows = (long long*)(hs + 16);            // MLA_KT
+
+    const long long pos = positions[tok];
+    const long long nk = min(pos + 1, (long long)n_kv);
+    const bool use_sel = has_sel && nk > n_sel;
+    const long long L = use_sel ? (long long)n_sel : nk;
+    const long long k_begin = (long long)split * chunk;
+    const long long k_end = min(L, k_begin + chunk);
+    if (splits > 1 && k_begin >= L) {
+        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
+        for (int g = tid; g < hg; g += blockDim.x) {
+            ml[2 * g] = NEG_INF;
+            ml[2 * g + 1] = 0.0f;
+        }
+        return;
+    }
+    // The query: warp w rounds heads 2w, 2w + 1 (rows ≥ hg zero), all of a lane's loads in
+    // flight before the first use.
+    {
+        const long long r0 = (long long)tok * n_heads + h0;
+        const long long lat_st = parts ? dv : dk, pe_st = parts ? pe_stride : dk;
+        const float* pe = parts ? q_pe + pe_off : q + dv;
+        constexpr int VPL = MLA_MMA_DKMAX / 32;
+        float v[2][VPL];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int h = 2 * warp + j;
+#pragma unroll
+            for (int u = 0; u < VPL; ++u) {
+                const int c = lane + 32 * u;
+                v[j][u] = 0.0f;
+                if (h < hg && c < dk) v[j][u] = c < dv ? q[(r0 + h) * lat_st + c] : pe[(r0 + h) * pe_st + (c - dv)];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int h = 2 * warp + j;
+            int shift = 0;
+            if (TY != CACHE_BF16) {
+                float amax = 0.0f;
+#pragma unroll
+                for (int u = 0; u < VPL; ++u) amax = fmaxf(amax, fabsf(v[j][u]));
+                amax = warp_max(amax);
+                if (amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
+            }
+            const float up = ldexpf(1.0f, shift);
+#pragma unroll
+            for (int u = 0; u < VPL; ++u) {
+                const int c = lane + 32 * u;
+                if (c < dk) {
+                    const float x = v[j][u] * up;  // exact: a power of two
+                    qh[h * st + c] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                                      : __half_as_ushort(__float2half_rn(x));
+                }
+            }
+            if (lane == 0) {
+                hs[h] = ldexpf(1.0f, -shift) * scale;
+                m_sh[h] = NEG_INF;
+                l_sh[h] = 0.0f;
+                c_sh[h] = 1.0f;
+            }
+        }
+    }
+    // Output tile: warp w's dims [w·dv/8, (w+1)·dv/8), nd = dv/64 n-tiles of 8; lane (g4, t4)
+    // holds heads g4 and g4 + 8 at dims n0 + 2·t4, + 1 of each.
+    const int nd = dv >> 6, dbase = warp * (dv >> 3);
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    const int cpr = dk / 8;  // 16-byte chunks a key row
+    for (long long kb = k_begin; kb < k_end; kb += MLA_KT) {
+        const int nt = (int)min((long long)MLA_KT, k_end - kb);
+        if (tid < MLA_KT) {
+            long long r = -1;
+            if (tid < nt) {
+                const long long idx = kb + tid;
+                const long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
+                if (t <= pos) r = paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
+            }
+            rows[tid] = r;
+        }
+        __syncthreads();
+        // Key rows (zeros for masked ones), 16 bytes a copy, the loads before the stores.
+        for (int e0 = tid; e0 < MLA_KT * cpr; e0 += MLA_THREADS * 5) {
+            uint4 w[5];
+#pragma unroll
+            for (int u = 0; u < 5; ++u) {
+                const int e = e0 + u * MLA_THREADS, kk = e / cpr;
+                w[u] = make_uint4(0u, 0u, 0u, 0u);
+                if (e < MLA_KT * cpr && rows[kk] >= 0)
+                    w[u] = *(const uint4*)(kdata + (rows[kk] * dk + (long long)(e - kk * cpr) * 8) * 2);
+            }
+#pragma unroll
+            for (int u = 0; u < 5; ++u) {
+                const int e = e0 + u * MLA_THREADS, kk = e / cpr;
+                if (e < MLA_KT * cpr) *(uint4*)(kh + kk * st + (e - kk * cpr) * 8) = w[u];
+            }
+        }
+        __syncthreads();
+        // Scores: warp w's k-steps w, w + 8, ... of both key halves.
+        {
+            float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+            for (int k0 = 16 * warp; k0 < dk; k0 += 128) {
+                const u16* qa = qh + g4 * st + k0 + 2 * t4;
+                const u32 a[4] = {*(const u32*)qa, *(const u32*)(qa + 8 * st), *(const u32*)(qa + 8),
+                                  *(const u32*)(qa + 8 * st + 8)};
+#pragma unroll
+                for (int nb = 0; nb < 2; ++nb) {
+                    const u16* kr = kh + (8 * nb + g4) * st + k0 + 2 * t4;
+                    mla_mma<TY>(s[nb], a, *(const u32*)kr, *(const u32*)(kr + 8));
+                }
+            }
+            float* my = sp + warp * 256;
+#pragma unroll
+            for (int nb = 0; nb < 2; ++nb) {
+                my[g4 * 16 + 8 * nb + 2 * t4] = s[nb][0];
+                my[g4 * 16 + 8 * nb + 2 * t4 + 1] = s[nb][1];
+                my[(g4 + 8) * 16 + 8 * nb + 2 * t4] = s[nb][2];
+                my[(g4 + 8) * 16 + 8 * nb + 2 * t4 + 1] = s[nb][3];
+            }
+        }
+        __syncthreads();
+        {
+            const int h = tid >> 4, kk = tid & 15;  // MLA_THREADS = 16 heads × 16 keys
+            float d = 0.0f;
+#pragma unroll
+            for (int w = 0; w < 8; ++w) d += sp[w * 256 + tid];
+            if (h < hg) ps[h * MLA_KT + kk] = kk < nt && rows[kk] >= 0 ? d * hs[h] : NEG_INF;
+        }
+        __syncthreads();
+        for (int g = warp; g < hg; g += MLA_THREADS / 32) {
+            const float v = lane < MLA_KT ? ps[g * MLA_KT + lane] : NEG_INF;
+            const float m_old = m_sh[g];
+            const float m_new = fmaxf(m_old, warp_max(v));
+            const float pv = (m_new == NEG_INF || v == NEG_INF) ? 0.0f : expf(v - m_new);
+            const float corr = m_old == NEG_INF ? 0.0f : expf(m_old - m_new);
+            const float sum = warp_sum(pv);
+            if (lane < MLA_KT) ps[g * MLA_KT + lane] = pv;
+            if (lane == 0) {
+                m_sh[g] = m_new;
+                l_sh[g] = l_sh[g] * corr + sum;
+                c_sh[g] = corr;
+            }
+        }
+        __syncthreads();
+        // P·V: A = P (rows g4, g4 + 8; keys 2·t4.. and 2·t4 + 8..), B = V (keys × dims).
+        {
+            const bool r0ok = g4 < hg, r1ok = g4 + 8 < hg;
+            const float c0 = r0ok ? c_sh[g4] : 0.0f, c1 = r1ok ? c_sh[g4 + 8] : 0.0f;
+            const float* p0 = ps + g4 * MLA_KT + 2 * t4;
+            const float* p1 = ps + (g4 + 8) * MLA_KT + 2 * t4;
+            const u32 a[4] = {r0ok ? mla_pack2<TY>(p0[0], p0[1]) : 0u, r1ok ? mla_pack2<TY>(p1[0], p1[1]) : 0u,
+                              r0ok ? mla_pack2<TY>(p0[8], p0[9]) : 0u, r1ok ? mla_pack2<TY>(p1[8], p1[9]) : 0u};
+            const u16* v0 = kh + (2 * t4) * st + dbase + g4;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                if (i < nd) {
+                    acc[i][0] *= c0;
+                    acc[i][1] *= c0;
+                    acc[i][2] *= c1;
+                    acc[i][3] *= c1;
+                    const u16* vp = v0 + 8 * i;
+                    const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
+                    const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
+                    mla_mma<TY>(acc[i], a, b0, b1);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    // acc[i][0..1]: head g4, dims dbase + 8i + 2·t4, + 1; acc[i][2..3]: head g4 + 8.
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int g = g4 + 8 * hh;
+        if (g >= hg) continue;
+        const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
+        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
+                                 : part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)g * dv;
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            if (i < nd) {
+                const int d = dbase + 8 * i + 2 * t4;
+                dst[d] = acc[i][2 * hh] * inv;
+                dst[d + 1] = acc[i][2 * hh + 1] * inv;
+            }
+    }
+    if (splits > 1) {
+        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
+        for (int g = tid; g < hg; g += blockDim.x) {
+            ml[2 * g] = m_sh[g];
+            ml[2 * g + 1] = l_sh[g];
+        }
+    }
+}
+
+#define MLA_MMA_KERNEL(name, TY)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_attention_mma_##name(                        \
+        const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,  \
+        long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                 \
+        const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,         \
+        int n_heads, int dk, int dv, int n_kv, float scale, int G, int n_groups, int chunk, int splits,       \
+        float* out, float* part) {                                                                            \
+        pdl_enter();                                                                                          \
+        (void)kty;                                                                                            \
+        mla_attention_mma<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table,    \
+                              token_seq, max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv,  \
+                              scale, G, n_groups, chunk, splits, out, part);                                  \
+    }
+MLA_MMA_KERNEL(f16, CACHE_F16)
+MLA_MMA_KERNEL(bf16, CACHE_BF16)

@@ -345,6 +345,21 @@ static void bench_mla(double bw) {
         double bytes = 4.0 * keys * DK;
         double gbs = bytes / (us * 1e-6) / 1e9;
         printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%  G %d\n", "f32", L, keys, splits, us, gbs, 100.0 * gbs / bw, g);
+        // The tensor-core kernel on a bf16 pool (the f32 pool's bytes hold it), same plan.
+        const int sm_mma = 2 * (16 + MLA_KT) * (DK + 8) + 4 * (8 * 256 + 16 * MLA_KT + 64) + 8 * MLA_KT;
+        CK(cudaFuncSetAttribute(mla_attention_mma_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_mma));
+        float us16 = time_us([&](int) {
+            mla_attention_mma_bf16<<<dim3(blocks, splits), MLA_THREADS, sm_mma>>>(
+                q, q, 0ll, (long long)DK, 0, (const u8*)kc, rows, CACHE_BF16, dpos, dt, nb, dseq, nb, BS, dsel, has_sel,
+                NSEL, H, DK, DV, L, 0.04f, g, ng, chunk, splits, out, part);
+            if (splits > 1)
+                mla_combine<<<dim3(blocks, (g * DV + MLA_THREADS - 1) / MLA_THREADS), MLA_THREADS,
+                              g * (splits + 1) * 4>>>(part, H, DV, g, ng, splits, out);
+        });
+        CK(cudaGetLastError());
+        gbs = bytes / 2 / (us16 * 1e-6) / 1e9;
+        printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%  G %d\n", "bf16 mma", L, keys, splits, us16, gbs,
+               100.0 * gbs / bw, g);
         CK(cudaFree(q));
         CK(cudaFree(kc));
         CK(cudaFree(dt));

@@ -466,6 +466,22 @@ fn mla_smem(g: usize, dk: usize) -> usize {
     smem_bytes((g + MLA_KT) * st + g * MLA_KT + 3 * g, MLA_KT)
 }
 
+/// Widest key row `mla_attention_mma_*` takes (kernels/mla.cu MLA_MMA_DKMAX).
+const MLA_MMA_DKMAX: usize = 576;
+
+/// Shared memory of `mla_attention_mma_*` (kernels/mla.cu): 16 query rows and MLA_KT key rows of
+/// dk + 8 16-bit values, 8 × 16 × 16 + 16 · MLA_KT + 4 · 16 floats, MLA_KT i64 rows.
+fn mla_mma_smem(dk: usize) -> usize {
+    2 * (16 + MLA_KT) * (dk + 8) + 4 * (8 * 256 + 16 * MLA_KT + 64) + 8 * MLA_KT
+}
+
+/// Whether f16 and bf16 latent caches take the tensor-core kernel (`GLINT_CUDA_MLA_MMA=0`: the
+/// CUDA-core one, to compare).
+fn mla_mma() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MLA_MMA").map_or(true, |v| v != "0"))
+}
+
 /// Heads a block and fewest keys a split of the plan for short key lists (see [`mla_plan`]).
 const SHORT_HEADS: usize = 8;
 const SHORT_SPLIT_KEYS: usize = 16;
@@ -594,11 +610,27 @@ pub(crate) fn mla_attention(
     if n == 0 {
         return Ok(());
     }
-    let f = be.func(Family::Mla, "mla_attention")?;
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
-    let plan = mla_plan(op, lim, p, selected.is_some())?;
-    be.smem.allow(be, op, &f, "mla_attention", plan.smem)?;
+    let mut plan = mla_plan(op, lim, p, selected.is_some())?;
+    // 16-bit latent caches of GLM-5's widths: the tensor-core kernel (same plan and outputs).
+    let mma = be.info().compute_capability.0 >= 8
+        && dk.is_multiple_of(32)
+        && dk <= MLA_MMA_DKMAX
+        && dv.is_multiple_of(64)
+        && dv <= 512
+        && plan.g <= 16
+        && mla_mma();
+    let name = match cache.ty {
+        CacheType::F16 if mma => "mla_attention_mma_f16",
+        CacheType::Bf16 if mma => "mla_attention_mma_bf16",
+        _ => "mla_attention",
+    };
+    if name != "mla_attention" {
+        plan.smem = mla_mma_smem(dk);
+    }
+    let f = be.func(Family::Mla, name)?;
+    be.smem.allow(be, op, &f, name, plan.smem)?;
     let blocks = n * plan.n_groups;
     let part_len = if plan.splits > 1 {
         blocks * plan.splits * plan.g * (dv + 2)
