@@ -91,6 +91,30 @@ __device__ __forceinline__ float block_max(float v, float* sh) {
 #define CACHE_FP8 3
 #define CACHE_Q8 4
 
+// D (16 × 8, f32) += A (16 × 16) · B (16 × 8) on tensor cores, A and B of the 16-bit type of
+// cache type TY (CACHE_BF16: bf16, else f16), in mma.sync's fragment layout (lane (g, t) =
+// (lane / 4, lane % 4): a = rows g, g + 8 at columns 2t.., 2t + 8..; b = column g at rows 2t..,
+// 2t + 8..; c = rows g, g + 8 at columns 2t, 2t + 1). sm_80+: callers launch only there.
+template <int TY>
+__device__ __forceinline__ void mma_m16n8k16(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (TY == CACHE_BF16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
 // E4M3 (bias 7, S.1111.111 is NaN, no infinities) to f32, exact, in integer steps: a normal
 // code's exponent and mantissa bits are an f32's once the bias moves from 7 to 127 (+120 in the
 // exponent field), a subnormal's value is m·2⁻⁹. (ldexpf, what this was, is a call of a few

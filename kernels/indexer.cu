@@ -198,26 +198,6 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
 #define IDX_MMA_KT 64
 
 template <int TY>
-__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (TY == CACHE_BF16)
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();  // the host launches these kernels on sm_80+ only
-#endif
-}
-
-template <int TY>
 __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* w, float w_scale, const u8* kdata,
                                                    long long krows, const u32* positions, const u32* tables,
                                                    long long n_table, const u32* token_seq, int max_blocks,
@@ -332,7 +312,7 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
             const u16* qr = qs + (16 * m + g) * st + k0 + 2 * t;
             const u32 a[4] = {*(const u32*)qr, *(const u32*)(qr + 8 * st), *(const u32*)(qr + 8),
                               *(const u32*)(qr + 8 * st + 8)};
-            mma_16x8x16<TY>(acc[m], a, b0, b1);
+            mma_m16n8k16<TY>(acc[m], a, b0, b1);
         }
     }
     // acc[m][0..1]: head 16m + g, keys n0 + 2t, + 1; acc[m][2..3]: head 16m + g + 8.

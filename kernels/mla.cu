@@ -391,26 +391,6 @@ __device__ __forceinline__ u32 mla_pack2(float lo, float hi) {
 }
 
 template <int TY>
-__device__ __forceinline__ void mla_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (TY == CACHE_BF16)
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();  // the host launches these kernels on sm_80+ only
-#endif
-}
-
-template <int TY>
 __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q_pe, long long pe_off,
                                                   long long pe_stride, int parts, const u8* kdata, long long krows,
                                                   const u32* positions, const u32* tables, long long n_table,
@@ -542,7 +522,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
 #pragma unroll
                 for (int nb = 0; nb < 2; ++nb) {
                     const u16* kr = kh + (8 * nb + g4) * st + k0 + 2 * t4;
-                    mla_mma<TY>(s[nb], a, *(const u32*)kr, *(const u32*)(kr + 8));
+                    mma_m16n8k16<TY>(s[nb], a, *(const u32*)kr, *(const u32*)(kr + 8));
                 }
             }
             float* my = sp + warp * 256;
@@ -597,7 +577,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
                     const u16* vp = v0 + 8 * i;
                     const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
                     const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
-                    mla_mma<TY>(acc[i], a, b0, b1);
+                    mma_m16n8k16<TY>(acc[i], a, b0, b1);
                 }
             }
         }
