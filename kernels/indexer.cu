@@ -548,6 +548,43 @@ __device__ __forceinline__ void topk_count(u32* h, u32 bin, bool in, int lane) {
 #endif
 }
 
+// The output pass of the shared-memory kernels, a warp at a time over its keys [a, e) (a
+// multiple of 32 wide; key_at(i) is key i): topk_range_counts gives its keys above and equal to
+// T; topk_range_write, given where its first index above T and its first equal to T go among
+// all of the row's (ogt, oeq), writes base + i round by round, each lane's rank within a round
+// from the ballots, the equal ones only while fewer than `remaining` precede them.
+template <class K>
+__device__ __forceinline__ void topk_range_counts(K key_at, int a, int e, u32 T, int lane, u32& cgt, u32& ceq) {
+    cgt = 0;
+    ceq = 0;
+    for (int c = a; c < e; c += 32) {
+        const int i = c + lane;
+        const u32 key = i < e ? key_at(i) : 0u;
+        cgt += __popc(__ballot_sync(0xffffffffu, i < e && key > T));
+        ceq += __popc(__ballot_sync(0xffffffffu, i < e && key == T));
+    }
+}
+
+template <class K>
+__device__ __forceinline__ void topk_range_write(K key_at, int a, int e, u32 T, int lane, u32 cgt, u32 ogt, u32 oeq,
+                                                 u32 n_gt, u32 remaining, u32 base, u32* out) {
+    const u32 below = (1u << lane) - 1u;
+    for (int c = a; c < e && (cgt > 0 || oeq < remaining); c += 32) {
+        const int i = c + lane;
+        const u32 key = i < e ? key_at(i) : 0u;
+        const bool gt = i < e && key > T, eq = i < e && key == T;
+        const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
+        if (gt) out[ogt + __popc(bg & below)] = base + (u32)i;
+        if (eq) {
+            const u32 r = oeq + __popc(be & below);
+            if (r < remaining) out[n_gt + r] = base + (u32)i;
+        }
+        ogt += __popc(bg);
+        cgt -= __popc(bg);
+        oeq += __popc(be);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, int n, int k, u32* ids, int cached) {
     pdl_enter();
     extern __shared__ u32 tk_smem[];
@@ -609,13 +646,9 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
     // lane's rank within the round from the ballots.
     const int per = (((n + nw - 1) / nw) + 31) & ~31;
     const int a = min(n, warp * per), e = min(n, a + per);
-    u32 cgt = 0, ceq = 0;
-    for (int c = a; c < e; c += 32) {
-        const int i = c + lane;
-        const u32 key = i >= e ? 0u : cached ? sk[i] : idx_order_key(row[i]);
-        cgt += __popc(__ballot_sync(0xffffffffu, i < e && key > T));
-        ceq += __popc(__ballot_sync(0xffffffffu, i < e && key == T));
-    }
+    auto key_at = [&](int i) { return cached ? sk[i] : idx_order_key(row[i]); };
+    u32 cgt, ceq;
+    topk_range_counts(key_at, a, e, T, lane, cgt, ceq);
     if (lane == 0) {
         warp_gt[warp] = cgt;
         warp_eq[warp] = ceq;
@@ -626,21 +659,7 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
         ogt += warp_gt[j];
         oeq += warp_eq[j];
     }
-    const u32 below = (1u << lane) - 1u;
-    for (int c = a; c < e && (cgt > 0 || oeq < remaining); c += 32) {
-        const int i = c + lane;
-        const u32 key = i >= e ? 0u : cached ? sk[i] : idx_order_key(row[i]);
-        const bool gt = i < e && key > T, eq = i < e && key == T;
-        const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
-        if (gt) out[ogt + __popc(bg & below)] = (u32)i;
-        if (eq) {
-            const u32 r = oeq + __popc(be & below);
-            if (r < remaining) out[n_gt + r] = (u32)i;
-        }
-        ogt += __popc(bg);
-        cgt -= __popc(bg);
-        oeq += __popc(be);
-    }
+    topk_range_write(key_at, a, e, T, lane, cgt, ogt, oeq, n_gt, remaining, 0u, out);
 }
 
 // ---- top-k over a cluster of blocks (Hopper) ----------------------------------------------------
@@ -763,13 +782,9 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
     const u32 n_gt = (u32)k - remaining;
     const int pw = (((m + nw - 1) / nw) + 31) & ~31;
     const int a = min(m, warp * pw), e = min(m, a + pw);
-    u32 cgt = 0, ceq = 0;
-    for (int c = a; c < e; c += 32) {
-        const int i = c + lane;
-        const u32 key = i < e ? sk[i] : 0u;
-        cgt += __popc(__ballot_sync(0xffffffffu, i < e && key > T));
-        ceq += __popc(__ballot_sync(0xffffffffu, i < e && key == T));
-    }
+    auto key_at = [&](int i) { return sk[i]; };
+    u32 cgt, ceq;
+    topk_range_counts(key_at, a, e, T, lane, cgt, ceq);
     if (lane == 0) {
         warp_gt[warp] = cgt;
         warp_eq[warp] = ceq;
@@ -804,21 +819,7 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
     }
     // Every remote read of this block's shared memory is done past this barrier.
     cluster_barrier();
-    const u32 below = (1u << lane) - 1u;
-    for (int c = a; c < e && (cgt > 0 || oeq < remaining); c += 32) {
-        const int i = c + lane;
-        const u32 key = i < e ? sk[i] : 0u;
-        const bool gt = i < e && key > T, eq = i < e && key == T;
-        const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
-        if (gt) out[ogt + __popc(bg & below)] = (u32)(lo + i);
-        if (eq) {
-            const u32 r = oeq + __popc(be & below);
-            if (r < remaining) out[n_gt + r] = (u32)(lo + i);
-        }
-        ogt += __popc(bg);
-        cgt -= __popc(bg);
-        oeq += __popc(be);
-    }
+    topk_range_write(key_at, a, e, T, lane, cgt, ogt, oeq, n_gt, remaining, (u32)lo, out);
 #else
     __trap();  // the host launches it on sm_90+ only
 #endif
