@@ -727,3 +727,70 @@ pub(crate) fn mla_attention(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `#define name v` in a family's source.
+    fn define(fam: Family, name: &str) -> usize {
+        let src = fam.source();
+        let line = src
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
+            .unwrap_or_else(|| panic!("{}: no #define {name}", fam.file()));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
+    /// The shapes the host plans grids and shared memory with are the kernels' own: a block of
+    /// keys or threads that differs between the two is a silent out-of-bounds or missed key.
+    #[test]
+    fn host_constants_match_the_kernels() {
+        for (name, host) in [
+            ("MLA_THREADS", MLA_THREADS),
+            ("MLA_ACC", MLA_ACC),
+            ("MLA_KT", MLA_KT),
+            ("MLA_MMA_DKMAX", MLA_MMA_DKMAX),
+        ] {
+            assert_eq!(define(Family::Mla, name), host, "kernels/mla.cu {name}");
+        }
+        for (name, host) in [
+            ("IDX_T32_KT", IDX_T32_KT),
+            ("IDX_MMA_KT", IDX_MMA_KT),
+            ("TOPK_CLUSTER", TOPK_CLUSTER),
+        ] {
+            assert_eq!(
+                define(Family::Indexer, name),
+                host,
+                "kernels/indexer.cu {name}"
+            );
+        }
+    }
+
+    /// Every kernel the host launches by name is defined (a typo would fail only on a GPU).
+    #[test]
+    fn launched_kernels_exist() {
+        let mla = Family::Mla.source();
+        for k in [
+            "mla_attention(",
+            "mla_combine(",
+            "MLA_MMA_KERNEL(f16,",
+            "MLA_MMA_KERNEL(bf16,",
+        ] {
+            assert!(mla.contains(k), "kernels/mla.cu: {k}");
+        }
+        let idx = Family::Indexer.source();
+        for k in [
+            "indexer_scores(",
+            "indexer_scores_t32(",
+            "IDX_MMA_KERNEL(f16,",
+            "IDX_MMA_KERNEL(bf16,",
+            "IDX_MMA_KERNEL(fp8,",
+            "top_k_rows(",
+            "top_k_rows_s(",
+            "top_k_rows_c(",
+        ] {
+            assert!(idx.contains(k), "kernels/indexer.cu: {k}");
+        }
+    }
+}
