@@ -548,6 +548,23 @@ __device__ __forceinline__ void topk_count(u32* h, u32 bin, bool in, int lane) {
 #endif
 }
 
+// The warps' 256-bin histograms (nw of them at wh, zeroed as they are read) summed into tot by
+// up to four threads a bin, each over every fourth warp: 8 shared reads a thread at 1024 threads
+// where one thread a bin read all 32 in turn (about 2,000 cycles a pass). Integer counts, so any
+// order gives the same.
+__device__ __forceinline__ void topk_sum_hists(u32* wh, int nw, u32* tot) {
+    const int groups = min(nw, 4);
+    for (int i = threadIdx.x; i < 256 * groups; i += blockDim.x) {
+        const int b = i & 255, q = i >> 8;
+        u32 sum = 0;
+        for (int w = q; w < nw; w += groups) {
+            sum += wh[w * 256 + b];
+            wh[w * 256 + b] = 0;
+        }
+        atomicAdd(&tot[b], sum);
+    }
+}
+
 // The output pass of the shared-memory kernels, a warp at a time over its keys [a, e) (a
 // multiple of 32 wide; key_at(i) is key i): topk_range_counts gives its keys above and equal to
 // T; topk_range_write, given where its first index above T and its first equal to T go among
@@ -591,7 +608,6 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
     __shared__ u32 sh_prefix, sh_remaining;
     __shared__ u32 warp_gt[32], warp_eq[32], tot[256];
     const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
-    const int groups = min(nw, 4);
     u32* wh = tk_smem;  // nw histograms of 256, summed into tot
     u32* sk = tk_smem + nw * 256;
     const float* row = x + (long long)blockIdx.x * n;
@@ -620,18 +636,7 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
             }
         }
         __syncthreads();
-        // The warps' histograms summed into `tot` by up to four threads a bin, each over every
-        // fourth warp: 8 shared reads a thread at 1024 threads where one thread a bin read all
-        // 32 in turn (about 2,000 cycles a pass). Integer counts, so any order gives the same.
-        for (int i = tid; i < 256 * groups; i += bd) {
-            const int b = i & 255, q = i >> 8;
-            u32 s = 0;
-            for (int w = q; w < nw; w += groups) {
-                s += wh[w * 256 + b];
-                wh[w * 256 + b] = 0;
-            }
-            atomicAdd(&tot[b], s);
-        }
+        topk_sum_hists(wh, nw, tot);
         __syncthreads();
         if (warp == 0) topk_pick_bin(tot, true, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
         __syncthreads();
@@ -712,7 +717,6 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
     u32 rank;
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
-    const int groups = min(nw, 4);
     const long long row_i = blockIdx.x / TOPK_CLUSTER;
     const int per = ((n + TOPK_CLUSTER - 1) / TOPK_CLUSTER + 31) & ~31;
     const int lo = min(n, (int)rank * per), m = min(n, lo + per) - lo;
@@ -750,15 +754,7 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
             }
         }
         __syncthreads();
-        for (int i = tid; i < 256 * groups; i += bd) {
-            const int b = i & 255, q = i >> 8;
-            u32 sum = 0;
-            for (int w = q; w < nw; w += groups) {
-                sum += wh[w * 256 + b];
-                wh[w * 256 + b] = 0;
-            }
-            atomicAdd(&t[b], sum);
-        }
+        topk_sum_hists(wh, nw, t);
         cluster_barrier();
         // A thread a bin reads the bin of every block, all loads issued before the first sum (in
         // a loop of load-then-add each waited out the last: 64 round trips a pass, 3 µs).

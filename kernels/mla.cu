@@ -83,6 +83,22 @@ __device__ __forceinline__ void mla_scores_4x4(const float* qs, const float* ks,
     }
 }
 
+// Block (blockIdx.x, split)'s place in `part`: its G accumulator rows of dv, then a (max, sum)
+// pair a head (mla_combine reads them there).
+__device__ __forceinline__ float* mla_part_rows(float* part, int G, int dv, int splits, int split) {
+    return part + ((long long)blockIdx.x * splits + split) * G * (dv + 2);
+}
+
+// A split whose chunk starts past the token's keys: (max, sum) = (−∞, 0) for its heads, which
+// mla_combine weighs 0 (it never reads the accumulator).
+__device__ __forceinline__ void mla_empty_split(float* part, int G, int dv, int splits, int split, int hg) {
+    float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
+    for (int g = threadIdx.x; g < hg; g += blockDim.x) {
+        ml[2 * g] = NEG_INF;
+        ml[2 * g + 1] = 0.0f;
+    }
+}
+
 // Blocks an SM must hold at once. Three of 16 heads × 576 fit a Hopper SM's shared memory,
 // but three leave 80 registers a thread, and ptxas then spilled (204 bytes stored, 1080 bytes
 // loaded, inside the tile loop); two give it 128 and no spill. -DMLA_MIN_BLOCKS=3 (the kernel
@@ -127,11 +143,7 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
     const long long k_begin = (long long)split * chunk;
     const long long k_end = min(L, k_begin + chunk);
     if (splits > 1 && k_begin >= L) {
-        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
-        for (int g = tid; g < hg; g += bd) {
-            ml[2 * g] = NEG_INF;
-            ml[2 * g + 1] = 0.0f;
-        }
+        mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
 
@@ -293,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
         }
     } else {
         // part: per (block x, split) G × (dv + 2): the accumulator rows, then (max, sum) per head.
-        float* pp = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2);
+        float* pp = mla_part_rows(part, G, dv, splits, split);
 #pragma unroll
         for (int r = 0; r < MLA_ACC; r++) {
             int idx = tid + r * MLA_THREADS;
@@ -420,11 +432,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
     const long long k_begin = (long long)split * chunk;
     const long long k_end = min(L, k_begin + chunk);
     if (splits > 1 && k_begin >= L) {
-        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
-        for (int g = tid; g < hg; g += blockDim.x) {
-            ml[2 * g] = NEG_INF;
-            ml[2 * g + 1] = 0.0f;
-        }
+        mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
     // The query: warp w rounds heads 2w, 2w + 1 (rows ≥ hg zero), all of a lane's loads in
@@ -590,7 +598,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
         if (g >= hg) continue;
         const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
         float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
-                                 : part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)g * dv;
+                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
 #pragma unroll
         for (int i = 0; i < 8; ++i)
             if (i < nd) {
@@ -600,7 +608,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
             }
     }
     if (splits > 1) {
-        float* ml = part + ((long long)blockIdx.x * splits + split) * G * (dv + 2) + (long long)G * dv;
+        float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
         for (int g = tid; g < hg; g += blockDim.x) {
             ml[2 * g] = m_sh[g];
             ml[2 * g + 1] = l_sh[g];

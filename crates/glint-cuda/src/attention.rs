@@ -236,15 +236,17 @@ pub(crate) fn indexer_scores(
     let tiled = hi == 32 && d % 16 == 0 && d <= 256 && idx_tiles();
     // 16-bit and fp8 keys of that shape: the tensor-core kernel (sm_80+; GLINT_CUDA_IDX_MMA=0
     // keeps them on the register tiles).
-    let mma = tiled && be.info().compute_capability.0 >= 8 && idx_mma();
+    let mma = tiled
+        && matches!(keys.ty, CacheType::F16 | CacheType::Bf16 | CacheType::Fp8)
+        && be.info().compute_capability.0 >= 8
+        && idx_mma();
     let name = match keys.ty {
         CacheType::F16 if mma => "indexer_scores_mma_f16",
         CacheType::Bf16 if mma => "indexer_scores_mma_bf16",
-        CacheType::Fp8 if mma => "indexer_scores_mma_fp8",
+        _ if mma => "indexer_scores_mma_fp8",
         _ if tiled => "indexer_scores_t32",
         _ => "indexer_scores",
     };
-    let mma = name.starts_with("indexer_scores_mma");
     let f = be.func(Family::Indexer, name)?;
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
@@ -614,7 +616,8 @@ pub(crate) fn mla_attention(
     let lim = limits(be, &mut inner)?;
     let mut plan = mla_plan(op, lim, p, selected.is_some())?;
     // 16-bit latent caches of GLM-5's widths: the tensor-core kernel (same plan and outputs).
-    let mma = be.info().compute_capability.0 >= 8
+    let mma = matches!(cache.ty, CacheType::F16 | CacheType::Bf16)
+        && be.info().compute_capability.0 >= 8
         && dk.is_multiple_of(32)
         && dk <= MLA_MMA_DKMAX
         && dv.is_multiple_of(64)
@@ -623,10 +626,10 @@ pub(crate) fn mla_attention(
         && mla_mma();
     let name = match cache.ty {
         CacheType::F16 if mma => "mla_attention_mma_f16",
-        CacheType::Bf16 if mma => "mla_attention_mma_bf16",
+        _ if mma => "mla_attention_mma_bf16",
         _ => "mla_attention",
     };
-    if name != "mla_attention" {
+    if mma {
         plan.smem = mla_mma_smem(dk);
     }
     let f = be.func(Family::Mla, name)?;
