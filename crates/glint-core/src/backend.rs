@@ -60,6 +60,22 @@ pub trait Backend: Send + Sync {
         f()
     }
 
+    /// Issues two independent chains of ops, `side` then `main`, which a backend may run at the
+    /// same time: a decode step's small launches leave most of a GPU idle, so the indexer's
+    /// key and score path can run beside the query path, the shared expert beside the router
+    /// and the routed experts. Both may read what was written before the call; neither may
+    /// read or write what the other writes, and nothing the ops use may be allocated inside
+    /// them. Work issued after the call sees both results. The default runs `side`, then
+    /// `main`; a branch's error is returned once both have been issued (or skipped).
+    fn concurrently<R, E: From<crate::error::CoreError>>(
+        &self,
+        side: impl FnOnce() -> std::result::Result<(), E>,
+        main: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        side()?;
+        main()
+    }
+
     /// The key count a step's ops are sized for, given the most keys one of its tokens sees
     /// (`max_seen`) and the step state's key capacity. The default is `max_seen`; a backend
     /// that records steps rounds it up so that decode steps over a growing context share one

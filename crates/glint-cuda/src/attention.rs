@@ -612,6 +612,7 @@ pub(crate) fn mla_attention(
     if n == 0 {
         return Ok(());
     }
+    be.fork.main_only(op)?;
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
     let mut plan = mla_plan(op, lim, p, selected.is_some())?;

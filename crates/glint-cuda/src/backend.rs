@@ -36,6 +36,8 @@ pub struct CudaBackend {
     pub(crate) smem: crate::smem::SmemState,
     /// Launches carry the programmatic-dependent-launch attribute (launch.rs).
     pub(crate) pdl: bool,
+    /// The second stream of `Backend::concurrently` (fork.rs).
+    pub(crate) fork: crate::fork::ForkState,
 }
 
 /// What is known of a step key: seen once (run eagerly, so every lazily loaded kernel and
@@ -129,6 +131,7 @@ impl CudaBackend {
         let (ctx, info) = device::open(ordinal)?;
         // A stream of its own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream().map_err(dev("creating a CUDA stream"))?;
+        let fork = crate::fork::ForkState::new(&ctx)?;
         let (major, minor) = info.compute_capability;
         let arch =
             compile::sass_arch_for(major, minor).unwrap_or_else(|| compile::arch_for(major, minor));
@@ -165,6 +168,7 @@ impl CudaBackend {
             graphs: graphs_default().then(|| Mutex::new(HashMap::new())),
             staging: Mutex::new(None),
             pdl: crate::launch::pdl_default(major),
+            fork,
         })
     }
 
@@ -254,7 +258,7 @@ impl CudaBackend {
         what: &'static str,
         len: usize,
     ) -> Result<CudaSlice<T>> {
-        self.stream
+        self.cur_stream()
             .alloc_zeros::<T>(len.max(1))
             .map_err(|e| CoreError::Device {
                 op: "allocating device memory",
@@ -342,6 +346,14 @@ impl Backend for CudaBackend {
                 Ok(())
             }
         }
+    }
+
+    fn concurrently<R, E: From<CoreError>>(
+        &self,
+        side: impl FnOnce() -> std::result::Result<(), E>,
+        main: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        crate::fork::concurrently(self, side, main)
     }
 
     fn kv_bucket(&self, max_seen: usize, capacity: usize) -> usize {

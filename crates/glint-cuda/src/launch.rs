@@ -92,7 +92,7 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Issues the kernel on the backend's stream, with the PDL attribute where the device and
+    /// Issues the kernel on the backend's current stream (fork.rs), with the PDL attribute where the device and
     /// `GLINT_CUDA_PDL` allow it.
     ///
     /// # Safety
@@ -121,7 +121,7 @@ impl<'a> Launch<'a> {
             blockDimY: cfg.block_dim.1,
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
-            hStream: self.be.stream.cu_stream(),
+            hStream: self.be.cur_stream().cu_stream(),
             attrs: &mut attr,
             numAttrs: u32::from(self.be.pdl),
         };

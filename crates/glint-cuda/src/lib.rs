@@ -4,8 +4,9 @@
 //! The CUDA libraries (driver, NVRTC, cuBLAS) are loaded at run time, so this crate builds on
 //! any machine; [`CudaBackend::new`] on a machine without them returns an error saying which
 //! one is missing, never a panic. Kernels are `kernels/*.cu`, compiled by NVRTC for the GPU
-//! found and cached on disk ([`compile`]). Everything runs on one stream in issue order, so
-//! a step is a straight line of launches that a CUDA graph can record.
+//! found and cached on disk ([`compile`]). Everything runs on one stream in issue order, except
+//! the two branches of `Backend::concurrently` (a second stream from a fork to a join), so a
+//! step is a short series of launch chains that a CUDA graph can record.
 
 mod attention;
 mod backend;
@@ -13,6 +14,7 @@ mod buffers;
 pub mod compile;
 mod device;
 mod elementwise;
+mod fork;
 mod launch;
 mod moe;
 mod quant;

@@ -198,12 +198,13 @@ pub struct QuantState {
     group: Mutex<Option<CudaSlice<u32>>>,
 }
 
-/// Quantized activations kept this many at a time.
-const ACT_SLOTS: usize = 4;
+/// Quantized activations kept this many at a time (a forked step's two branches hold up to
+/// three each).
+const ACT_SLOTS: usize = 6;
 
 /// What a slot holds: `rows × cols` of the buffer state `version` (crates/glint-cuda/src/
 /// buffers.rs: a write gives the buffer a new one) in `partner`'s format.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ActKey {
     version: u64,
     partner: GgmlType,
@@ -217,11 +218,18 @@ struct ActKey {
 /// needs the same buffer state, so it can never be stale; the slots are forgotten around
 /// every recorded step (`forget`), so a CUDA graph never relies on a quantization made
 /// outside it. `GLINT_CUDA_ACT_REUSE=0` quantizes every time (to measure what this saves).
+///
+/// Inside `Backend::concurrently` (fork.rs) both branches take slots: `touched` and `wrote`
+/// (bit 0 main, bit 1 side, cleared at each fork and join) keep a branch from finding a
+/// quantization the other branch writes, which it could read before it is written, and from
+/// evicting a slot the other branch reads or writes.
 #[derive(Default)]
 struct ActSlots {
     slots: [Option<CudaSlice<u8>>; ACT_SLOTS],
     keys: [Option<ActKey>; ACT_SLOTS],
     used: [u64; ACT_SLOTS],
+    touched: [u8; ACT_SLOTS],
+    wrote: [u8; ACT_SLOTS],
     clock: u64,
 }
 
@@ -230,21 +238,51 @@ impl ActSlots {
         self.keys = [None; ACT_SLOTS];
     }
 
+    /// A fork or join: what the branches touched no longer matters.
+    fn fork_edge(&mut self) {
+        self.touched = [0; ACT_SLOTS];
+        self.wrote = [0; ACT_SLOTS];
+    }
+
     /// The slot holding `key` (and true), or the least recently used one, sized for `bytes`
     /// and holding nothing until the caller has filled it and set its key (false).
     fn find(&mut self, be: &CudaBackend, key: ActKey, bytes: usize) -> Result<(usize, bool)> {
-        self.clock += 1;
-        if reuse_on() {
-            if let Some(i) = self.keys.iter().position(|k| *k == Some(key)) {
-                self.used[i] = self.clock;
-                return Ok((i, true));
-            }
+        let (i, hit) = self
+            .pick(key, be.fork.branch(), reuse_on())
+            .ok_or_else(|| CoreError::Device {
+                op: "quantizing an activation",
+                msg: format!(
+                    "all {ACT_SLOTS} activation slots are in use by the other branch of a forked step"
+                ),
+            })?;
+        if !hit {
+            self.keys[i] = None;
+            ensure(be, &mut self.slots[i], bytes)?;
         }
-        let i = (0..ACT_SLOTS).min_by_key(|&i| self.used[i]).unwrap_or(0);
-        self.keys[i] = None;
-        ensure(be, &mut self.slots[i], bytes)?;
+        Ok((i, hit))
+    }
+
+    /// `find`'s choice for `branch` (`None` outside a fork; fork.rs `ForkState::branch`).
+    fn pick(&mut self, key: ActKey, branch: Option<u8>, reuse: bool) -> Option<(usize, bool)> {
+        self.clock += 1;
+        let mine = branch.map_or(0, |b| 1u8 << b);
+        let other = branch.map_or(0, |b| 1u8 << (1 - b));
+        let hit = (0..ACT_SLOTS)
+            .filter(|_| reuse)
+            .find(|&i| self.keys[i] == Some(key) && self.wrote[i] & other == 0);
+        let (i, hit) = match hit {
+            Some(i) => (i, true),
+            None => {
+                let i = (0..ACT_SLOTS)
+                    .filter(|&i| self.touched[i] & other == 0)
+                    .min_by_key(|&i| self.used[i])?;
+                self.wrote[i] |= mine;
+                (i, false)
+            }
+        };
         self.used[i] = self.clock;
-        Ok((i, false))
+        self.touched[i] |= mine;
+        Some((i, hit))
     }
 }
 
@@ -301,6 +339,14 @@ impl QuantState {
     /// Drops what the activation slots remember (their memory stays).
     pub(crate) fn forget(&self) {
         self.act.lock().unwrap_or_else(|p| p.into_inner()).forget();
+    }
+
+    /// A fork or join of the step (fork.rs).
+    pub(crate) fn fork_edge(&self) {
+        self.act
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fork_edge();
     }
 
     pub(crate) fn prepare(&self, be: &CudaBackend, s: &StepSizes) -> Result<()> {
@@ -1043,6 +1089,7 @@ fn mul_mat_id_with(
         let mmq = mmq_kernel(w.ty).filter(|_| pairs > MV_TOK * slices);
         let tile = if mmq.is_some() { MMQ_BN } else { MV_TOK };
         let tile_i = tile as i32;
+        be.fork.main_only(OP)?;
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
         let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
         let (mut order, mut tiles) = scratch.split_at_mut(pairs);
@@ -1181,6 +1228,66 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), KINDS.len());
+    }
+
+    /// Inside a fork, a branch never finds a quantization the other branch wrote and never
+    /// takes a slot the other branch touched (what the two streams would race on), checked
+    /// against a record of every pick kept here; outside one, a key just filed is found again.
+    #[test]
+    fn forked_branches_keep_to_their_slots() {
+        let mut s = ActSlots::default();
+        let key = |v: u64| ActKey {
+            version: v,
+            partner: GgmlType::Q8_K,
+            rows: 1,
+            cols: 256,
+        };
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        for round in 0..200 {
+            // Before the fork: a few quantizations both branches may read.
+            for _ in 0..3 {
+                let k = key(next(10));
+                let (i, hit) = s.pick(k, None, true).unwrap();
+                if !hit {
+                    s.keys[i] = Some(k);
+                }
+                assert_eq!(s.pick(k, None, true), Some((i, true)), "round {round}");
+            }
+            s.fork_edge();
+            // touched[b][i], wrote[b][i]: what branch b did to slot i since the fork.
+            let mut touched = [[false; ACT_SLOTS]; 2];
+            let mut wrote = [[false; ACT_SLOTS]; 2];
+            for _ in 0..next(6) {
+                let b = next(2) as usize;
+                let k = key(next(12));
+                let (i, hit) = s
+                    .pick(k, Some(b as u8), true)
+                    .expect("slots for two branches");
+                let o = 1 - b;
+                if hit {
+                    assert!(
+                        !wrote[o][i],
+                        "round {round}: found what the other branch wrote"
+                    );
+                    assert_eq!(s.keys[i], Some(k));
+                } else {
+                    assert!(
+                        !touched[o][i],
+                        "round {round}: took the other branch's slot"
+                    );
+                    wrote[b][i] = true;
+                    s.keys[i] = Some(k);
+                }
+                touched[b][i] = true;
+            }
+            s.fork_edge();
+        }
     }
 
     /// Each kernel the table names, tensor-core ones included, is defined in kernels/quant.cu

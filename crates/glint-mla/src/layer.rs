@@ -119,18 +119,24 @@ pub struct MlaScratch<B: Backend> {
     /// `[n × H × kv_lora]` attention output in latent space, `[n × H × v_dim]` after `W_UV`.
     o_latent: B::Buf,
     o_heads: B::Buf,
-    /// Indexer: `[n × head_dim]` key projection and its normalised, rotated form; `[n × Hi ×
-    /// head_dim]` queries; `[n × Hi]` head weights; the backend's selection scratch.
-    index_k_raw: B::Buf,
-    index_k: B::Buf,
-    index_q: B::Buf,
-    index_w: B::Buf,
-    index_scratch: B::Buf,
+    /// The indexer's buffers, apart so its ops can run beside the query path's
+    /// (`Backend::concurrently`).
+    ix: IndexerScratch<B>,
+    max_tokens: usize,
+    last_selected: Option<usize>,
+}
+
+struct IndexerScratch<B: Backend> {
+    /// `[n × head_dim]` key projection and its normalised, rotated form; `[n × Hi × head_dim]`
+    /// queries; `[n × Hi]` head weights; the backend's selection scratch.
+    k_raw: B::Buf,
+    k: B::Buf,
+    q: B::Buf,
+    w: B::Buf,
+    scratch: B::Buf,
+    scratch_len: usize,
     /// `[n × top_k]` selected logical key positions.
     selected: B::Ids,
-    max_tokens: usize,
-    index_scratch_len: usize,
-    last_selected: Option<usize>,
 }
 
 impl<B: Backend> MlaScratch<B> {
@@ -163,14 +169,16 @@ impl<B: Backend> MlaScratch<B> {
             q_mqa: a(n * h * d.row())?,
             o_latent: a(n * h * d.kv_lora)?,
             o_heads: a(n * h * d.v_dim)?,
-            index_k_raw: a(n * di)?,
-            index_k: a(n * di)?,
-            index_q: a(n * hi * di)?,
-            index_w: a(n * hi)?,
-            index_scratch: a(index_scratch_len)?,
-            selected: be.alloc_ids(n * k)?,
+            ix: IndexerScratch {
+                k_raw: a(n * di)?,
+                k: a(n * di)?,
+                q: a(n * hi * di)?,
+                w: a(n * hi)?,
+                scratch: a(index_scratch_len)?,
+                scratch_len: index_scratch_len,
+                selected: be.alloc_ids(n * k)?,
+            },
             max_tokens,
-            index_scratch_len,
             last_selected: None,
         })
     }
@@ -179,7 +187,7 @@ impl<B: Backend> MlaScratch<B> {
     /// returned alongside), or None when that call attended to every visible key. For tests and
     /// debugging (comparing selections with another implementation).
     pub fn selection(&self) -> Option<(&B::Ids, usize)> {
-        self.last_selected.map(|k| (&self.selected, k))
+        self.last_selected.map(|k| (&self.ix.selected, k))
     }
 }
 
@@ -232,45 +240,57 @@ pub fn forward<B: Backend>(
             false
         }
     };
-    be.rope(
-        &mut sc.q,
-        &step.positions,
-        &rope.inv_freq,
-        &rp(h, qk, d.nope),
-    )?;
-
-    // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
-    be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
-    be.mla_kv_rows(
-        &mut sc.kv_rows,
-        &w.kv_a_norm,
-        d.eps,
-        d.kv_lora,
-        &rp(1, row, d.kv_lora),
-        &step.positions,
-        &rope.inv_freq,
-        &step.slots,
-        &mut pool.latent,
-        [&mut sc.kv_raw, &mut sc.kv_normed],
-    )?;
-
-    // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h] (the attention call
-    // below takes the two parts).
     let q_rows = Rows::of(qk);
-    be.copy2d(
-        &sc.q,
-        q_rows,
-        &mut sc.q_nope,
-        Rows::of(d.nope),
-        n * h,
-        d.nope,
-    )?;
-    be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
+    // The query path and the new latent rows; beside them (a second stream on a GPU) the
+    // indexer, which reads only the normed input and q_lora.
+    let mut main = || -> Result<()> {
+        be.rope(
+            &mut sc.q,
+            &step.positions,
+            &rope.inv_freq,
+            &rp(h, qk, d.nope),
+        )?;
 
-    let n_selected = match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
-        (Some(iw), true, Some(keys)) => indexer(be, iw, d, rope, a, step, keys, sc)?,
-        _ => None,
+        // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
+        be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
+        be.mla_kv_rows(
+            &mut sc.kv_rows,
+            &w.kv_a_norm,
+            d.eps,
+            d.kv_lora,
+            &rp(1, row, d.kv_lora),
+            &step.positions,
+            &rope.inv_freq,
+            &step.slots,
+            &mut pool.latent,
+            [&mut sc.kv_raw, &mut sc.kv_normed],
+        )?;
+
+        // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h] (the attention call
+        // below takes the two parts).
+        be.copy2d(
+            &sc.q,
+            q_rows,
+            &mut sc.q_nope,
+            Rows::of(d.nope),
+            n * h,
+            d.nope,
+        )?;
+        be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
+        Ok(())
     };
+    let mut n_selected = None;
+    match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
+        (Some(iw), true, Some(keys)) => {
+            let (q_lora, ix) = (&sc.q_lora, &mut sc.ix);
+            let side = || -> Result<()> {
+                n_selected = indexer(be, iw, d, rope, a, step, keys, q_lora, ix)?;
+                Ok(())
+            };
+            be.concurrently(side, main)?;
+        }
+        _ => main()?,
+    }
     sc.last_selected = n_selected;
 
     // The query rows [W_UK_hᵀ q_nope_h | q_pe_h] are q_absorbed's rows and q's rope columns:
@@ -283,7 +303,7 @@ pub fn forward<B: Backend>(
         &pool.latent,
         &step.positions,
         &step.pages(),
-        n_selected.map(|_| &sc.selected),
+        n_selected.map(|_| &sc.ix.selected),
         &AttnParams {
             n_tokens: n,
             n_heads: h,
@@ -313,7 +333,8 @@ fn indexer<B: Backend>(
     a: &B::Buf,
     step: &StepInputs<B>,
     keys: &mut B::Cache,
-    sc: &mut MlaScratch<B>,
+    q_lora: &B::Buf,
+    sc: &mut IndexerScratch<B>,
 ) -> Result<Option<usize>> {
     let n = step.n;
     let id = &iw.dims;
@@ -326,9 +347,9 @@ fn indexer<B: Backend>(
         mode: id.rope_mode,
         attn_factor: rope.attn_factor,
     };
-    be.matmul(&iw.k, a, n, &mut sc.index_k_raw)?;
+    be.matmul(&iw.k, a, n, &mut sc.k_raw)?;
     be.indexer_k_rows(
-        &sc.index_k_raw,
+        &sc.k_raw,
         &iw.k_norm,
         &iw.k_norm_bias,
         id.eps,
@@ -337,30 +358,25 @@ fn indexer<B: Backend>(
         &rope.inv_freq,
         &step.slots,
         keys,
-        &mut sc.index_k,
+        &mut sc.k,
     )?;
     if step.max_seen <= id.top_k {
         return Ok(None);
     }
     let need = be.indexer_scratch_len(n, step.max_seen);
-    if need > sc.index_scratch_len {
+    if need > sc.scratch_len {
         return Err(MlaError::Scratch {
             what: "indexer scores",
             needed: need,
-            capacity: sc.index_scratch_len,
+            capacity: sc.scratch_len,
         });
     }
-    be.matmul(&iw.q_b, &sc.q_lora, n, &mut sc.index_q)?;
-    be.rope(
-        &mut sc.index_q,
-        &step.positions,
-        &rope.inv_freq,
-        &rp(id.n_heads),
-    )?;
-    be.matmul(&iw.proj, a, n, &mut sc.index_w)?;
+    be.matmul(&iw.q_b, q_lora, n, &mut sc.q)?;
+    be.rope(&mut sc.q, &step.positions, &rope.inv_freq, &rp(id.n_heads))?;
+    be.matmul(&iw.proj, a, n, &mut sc.w)?;
     be.indexer_select(
-        &sc.index_q,
-        &sc.index_w,
+        &sc.q,
+        &sc.w,
         keys,
         &step.positions,
         &step.pages(),
@@ -374,7 +390,7 @@ fn indexer<B: Backend>(
             w_scale: 1.0 / ((id.n_heads * id.head_dim) as f32).sqrt(),
         },
         id.top_k,
-        &mut sc.index_scratch,
+        &mut sc.scratch,
         &mut sc.selected,
     )?;
     Ok(Some(id.top_k))

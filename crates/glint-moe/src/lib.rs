@@ -46,6 +46,9 @@ pub struct FfnSizes {
     pub n_expert: usize,
     pub n_used: usize,
     pub expert_d_ff: usize,
+    /// The shared experts' hidden size (0 without them): they get buffers of their own, so
+    /// they can run beside the routed experts (`Backend::concurrently`).
+    pub shared_d_ff: usize,
 }
 
 /// Work buffers sized once for the step's limits so no step allocates; an op given more tokens
@@ -64,7 +67,11 @@ pub struct MoeScratch<B: Backend> {
     act: B::Buf,
     /// `[n × n_used × d_model]` expert outputs (or `[n × n_used × 2·d_ff]` fused gate+up).
     expert_out: B::Buf,
-    /// `[n × d_model]` shared expert output.
+    /// `[n × shared_d_ff]` the shared expert's gate, up and `silu(gate)·up`; `[n × d_model]`
+    /// its output.
+    shared_gate: B::Buf,
+    shared_up: B::Buf,
+    shared_act: B::Buf,
     shared_out: B::Buf,
 }
 
@@ -81,6 +88,9 @@ impl<B: Backend> MoeScratch<B> {
             up: be.alloc(hidden)?,
             act: be.alloc(hidden)?,
             expert_out: be.alloc(n * s.n_used * s.d_model.max(2 * s.expert_d_ff))?,
+            shared_gate: be.alloc(n * s.shared_d_ff)?,
+            shared_up: be.alloc(n * s.shared_d_ff)?,
+            shared_act: be.alloc(n * s.shared_d_ff)?,
             shared_out: be.alloc(n * s.d_model)?,
         })
     }
@@ -152,53 +162,61 @@ pub fn moe<B: Backend>(
 ) -> Result<()> {
     let r = &w.router;
     let k = r.n_used;
-    let ids = &mut sc.expert_ids;
-    be.matmul(&w.gate_inp, x, n, &mut sc.router_logits)?;
-    be.moe_route(
-        &sc.router_logits,
-        w.bias.as_ref(),
-        n,
-        r,
-        ids,
-        &mut sc.expert_weights,
-    )?;
-    if let Some((first, count)) = w.local_experts {
-        be.moe_local_experts(ids, &mut sc.expert_weights, n, k, first, count)?;
-    }
-    be.moe_plan(ids, n, k, r.n_expert, &mut sc.route_plan)?;
-    let (ids, plan) = (&sc.expert_ids, &sc.route_plan);
+    let mut routed = || -> Result<()> {
+        let ids = &mut sc.expert_ids;
+        be.matmul(&w.gate_inp, x, n, &mut sc.router_logits)?;
+        be.moe_route(
+            &sc.router_logits,
+            w.bias.as_ref(),
+            n,
+            r,
+            ids,
+            &mut sc.expert_weights,
+        )?;
+        if let Some((first, count)) = w.local_experts {
+            be.moe_local_experts(ids, &mut sc.expert_weights, n, k, first, count)?;
+        }
+        be.moe_plan(ids, n, k, r.n_expert, &mut sc.route_plan)?;
+        let (ids, plan) = (&sc.expert_ids, &sc.route_plan);
 
-    match &w.gate_up {
-        ExpertGateUp::Split { gate, up } => {
-            let (g, u) = (&mut sc.gate, &mut sc.up);
-            be.mul_mat_id_planned_pair(gate, up, ids, plan, k, x, false, n, g, u)?;
+        match &w.gate_up {
+            ExpertGateUp::Split { gate, up } => {
+                let (g, u) = (&mut sc.gate, &mut sc.up);
+                be.mul_mat_id_planned_pair(gate, up, ids, plan, k, x, false, n, g, u)?;
+            }
+            ExpertGateUp::Fused(gu) => {
+                // One product into expert_out ([n·k × 2·d_ff]), split by slot.
+                let f = w.d_ff;
+                be.mul_mat_id_planned(gu, ids, plan, k, x, false, n, &mut sc.expert_out)?;
+                let halves = Rows::of(2 * f);
+                be.copy2d(&sc.expert_out, halves, &mut sc.gate, Rows::of(f), n * k, f)?;
+                be.copy2d(
+                    &sc.expert_out,
+                    halves.at(f),
+                    &mut sc.up,
+                    Rows::of(f),
+                    n * k,
+                    f,
+                )?;
+            }
         }
-        ExpertGateUp::Fused(gu) => {
-            // One product into expert_out ([n·k × 2·d_ff]), split by slot.
-            let f = w.d_ff;
-            be.mul_mat_id_planned(gu, ids, plan, k, x, false, n, &mut sc.expert_out)?;
-            let halves = Rows::of(2 * f);
-            be.copy2d(&sc.expert_out, halves, &mut sc.gate, Rows::of(f), n * k, f)?;
-            be.copy2d(
-                &sc.expert_out,
-                halves.at(f),
-                &mut sc.up,
-                Rows::of(f),
-                n * k,
-                f,
-            )?;
-        }
-    }
-    let (g, u) = (&sc.gate, &sc.up);
-    let (h, y) = (&mut sc.act, &mut sc.expert_out);
-    be.mul_mat_id_planned_glu(&w.down_exps, ids, plan, k, g, u, n, w.d_ff, h, y)?;
-    let (y, wts) = (&sc.expert_out, &sc.expert_weights);
+        let (g, u) = (&sc.gate, &sc.up);
+        let (h, y) = (&mut sc.act, &mut sc.expert_out);
+        be.mul_mat_id_planned_glu(&w.down_exps, ids, plan, k, g, u, n, w.d_ff, h, y)?;
+        Ok(())
+    };
     match &w.shared {
         Some(sh) => {
-            let bufs = [&mut sc.gate, &mut sc.up, &mut sc.act];
-            swiglu(be, sh, x, n, bufs, &mut sc.shared_out)?;
-            be.moe_combine_add(y, wts, n, k, d_model, &sc.shared_out, out)
+            // The shared expert reads only x: beside the router and the routed experts.
+            let bufs = [&mut sc.shared_gate, &mut sc.shared_up, &mut sc.shared_act];
+            let out = &mut sc.shared_out;
+            be.concurrently(|| swiglu(be, sh, x, n, bufs, out), routed)?;
         }
+        None => routed()?,
+    }
+    let (y, wts) = (&sc.expert_out, &sc.expert_weights);
+    match &w.shared {
+        Some(_) => be.moe_combine_add(y, wts, n, k, d_model, &sc.shared_out, out),
         None => be.moe_combine(y, wts, n, k, d_model, out),
     }
 }

@@ -120,6 +120,7 @@ fn check_moe(fused: bool) {
         n_expert: E,
         n_used: K,
         expert_d_ff: FF,
+        shared_d_ff: FF,
     };
     let mut sc = MoeScratch::new(&be, &sizes).unwrap();
     moe(&be, &w, &x, n, D, &mut sc, &mut out).unwrap();

@@ -283,6 +283,7 @@ impl<'a, B: Backend> Model<'a, B> {
             } else {
                 c.d_ff_exp / shard.world
             },
+            shared_d_ff: c.d_ff_exp * c.n_expert_shared / shard.world,
         };
         // What the step's scratch takes of a device's memory (the memory report: weights and
         // the pool are logged at load and at `new_pool`). The CPU's is sized per thread.
