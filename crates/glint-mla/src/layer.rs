@@ -215,81 +215,53 @@ pub fn forward<B: Backend>(
         });
     }
     let h = d.n_heads;
-    let qk = d.qk_dim();
-    let row = d.row();
-    let rp = |heads, head_dim, offset| RopeParams {
-        n_tokens: n,
-        n_heads: heads,
-        head_dim,
-        offset,
-        n_rot: d.rope,
-        mode: rope.mode,
-        attn_factor: rope.attn_factor,
-    };
-
-    // Queries.
-    let has_q_lora = match &w.q {
-        QProj::Lora { a: qa, norm, b } => {
-            be.matmul(qa, a, n, &mut sc.q_lora_raw)?;
-            be.rms_norm_for(&sc.q_lora_raw, norm, n, d.q_lora, d.eps, &mut sc.q_lora, b)?;
-            be.matmul(b, &sc.q_lora, n, &mut sc.q)?;
-            true
-        }
-        QProj::Direct(wq) => {
-            be.matmul(wq, a, n, &mut sc.q)?;
-            false
-        }
-    };
-    let q_rows = Rows::of(qk);
-    // The query path and the new latent rows; beside them (a second stream on a GPU) the
-    // indexer, which reads only the normed input and q_lora.
-    let mut main = || -> Result<()> {
-        be.rope(
-            &mut sc.q,
-            &step.positions,
-            &rope.inv_freq,
-            &rp(h, qk, d.nope),
-        )?;
-
-        // The new cache rows: [rms_norm(latent) | rope(k_pe)], scattered to the step's slots.
-        be.matmul(&w.kv_a, a, n, &mut sc.kv_rows)?;
-        be.mla_kv_rows(
-            &mut sc.kv_rows,
-            &w.kv_a_norm,
-            d.eps,
-            d.kv_lora,
-            &rp(1, row, d.kv_lora),
-            &step.positions,
-            &rope.inv_freq,
-            &step.slots,
-            &mut pool.latent,
-            [&mut sc.kv_raw, &mut sc.kv_normed],
-        )?;
-
-        // Absorb W_UK into the queries: Q_h = [W_UK_hᵀ q_nope_h | q_pe_h] (the attention call
-        // below takes the two parts).
-        be.copy2d(
-            &sc.q,
-            q_rows,
-            &mut sc.q_nope,
-            Rows::of(d.nope),
-            n * h,
-            d.nope,
-        )?;
-        be.per_head_matmul(&w.k_b, &step.head_ids, h, &sc.q_nope, n, &mut sc.q_absorbed)?;
-        Ok(())
-    };
+    let q_rows = Rows::of(d.qk_dim());
     let mut n_selected = None;
+    let has_q_lora = matches!(w.q, QProj::Lora { .. });
+    // Two chains beside each other (a second stream on a GPU): the indexer reads only the
+    // normed input and q_lora. While it only writes its keys, the latent rows join it and the
+    // query path runs alone beside them; once it scores and selects (the longer chain), the
+    // latent rows stay beside the query's rest.
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
-        (Some(iw), true, Some(keys)) => {
+        (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
+            q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
             let (q_lora, ix) = (&sc.q_lora, &mut sc.ix);
             let side = || -> Result<()> {
                 n_selected = indexer(be, iw, d, rope, a, step, keys, q_lora, ix)?;
                 Ok(())
             };
+            let main = || -> Result<()> {
+                let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
+                queries(be, w, d, rope, a, step, q_lora, q, q_nope, q_abs)?;
+                let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
+                latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)
+            };
             be.concurrently(side, main)?;
         }
-        _ => main()?,
+        (Some(iw), true, Some(keys)) => {
+            let ix = &mut sc.ix;
+            let (q_lora_buf, q_lora_raw) = (&mut sc.q_lora, &mut sc.q_lora_raw);
+            let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
+            let latent = &mut pool.latent;
+            let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
+            let side = || -> Result<()> {
+                latent_rows(be, w, d, rope, a, step, latent, kv)?;
+                // Keys only: no query sees more than top_k keys.
+                indexer_keys(be, iw, d, rope, a, step, keys, ix)
+            };
+            let main = || -> Result<()> {
+                q_lora(be, w, d, a, n, q_lora_raw, q_lora_buf)?;
+                queries(be, w, d, rope, a, step, q_lora_buf, q, q_nope, q_abs)
+            };
+            be.concurrently(side, main)?;
+        }
+        _ => {
+            q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
+            let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
+            queries(be, w, d, rope, a, step, &sc.q_lora, q, q_nope, q_abs)?;
+            let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
+            latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)?;
+        }
     }
     sc.last_selected = n_selected;
 
@@ -307,7 +279,7 @@ pub fn forward<B: Backend>(
         &AttnParams {
             n_tokens: n,
             n_heads: h,
-            dk: row,
+            dk: d.row(),
             dv: d.kv_lora,
             n_kv: step.max_seen,
             n_selected: n_selected.unwrap_or(0),
@@ -317,6 +289,136 @@ pub fn forward<B: Backend>(
     )?;
     be.per_head_matmul(&w.v_b, &step.head_ids, h, &sc.o_latent, n, &mut sc.o_heads)?;
     be.matmul(&w.o, &sc.o_heads, n, out)?;
+    Ok(())
+}
+
+/// `q_lora = rms_norm(attn_q_a · a)`, prepared for `attn_q_b`; nothing for a direct query
+/// projection.
+fn q_lora<B: Backend>(
+    be: &B,
+    w: &MlaWeights<'_, B>,
+    d: &MlaDims,
+    a: &B::Buf,
+    n: usize,
+    raw: &mut B::Buf,
+    out: &mut B::Buf,
+) -> Result<()> {
+    if let QProj::Lora { a: qa, norm, b } = &w.q {
+        be.matmul(qa, a, n, raw)?;
+        be.rms_norm_for(raw, norm, n, d.q_lora, d.eps, out, b)?;
+    }
+    Ok(())
+}
+
+/// The queries `[n × H × (nope + rope)]` with RoPE, and `W_UK_hᵀ q_nope_h` a head (absorbed
+/// MLA: the attention call takes q_absorbed's rows and q's rope columns as its query rows).
+#[allow(clippy::too_many_arguments)]
+fn queries<B: Backend>(
+    be: &B,
+    w: &MlaWeights<'_, B>,
+    d: &MlaDims,
+    rope: &Rope<B>,
+    a: &B::Buf,
+    step: &StepInputs<B>,
+    q_lora: &B::Buf,
+    q: &mut B::Buf,
+    q_nope: &mut B::Buf,
+    q_absorbed: &mut B::Buf,
+) -> Result<()> {
+    let (n, h, qk) = (step.n, d.n_heads, d.qk_dim());
+    match &w.q {
+        QProj::Lora { b, .. } => be.matmul(b, q_lora, n, q)?,
+        QProj::Direct(wq) => be.matmul(wq, a, n, q)?,
+    }
+    let rp = RopeParams {
+        n_tokens: n,
+        n_heads: h,
+        head_dim: qk,
+        offset: d.nope,
+        n_rot: d.rope,
+        mode: rope.mode,
+        attn_factor: rope.attn_factor,
+    };
+    be.rope(q, &step.positions, &rope.inv_freq, &rp)?;
+    be.copy2d(q, Rows::of(qk), q_nope, Rows::of(d.nope), n * h, d.nope)?;
+    be.per_head_matmul(&w.k_b, &step.head_ids, h, q_nope, n, q_absorbed)?;
+    Ok(())
+}
+
+/// The step's new cache rows, `[rms_norm(latent) | rope(k_pe)]`, scattered to its slots.
+#[allow(clippy::too_many_arguments)]
+fn latent_rows<B: Backend>(
+    be: &B,
+    w: &MlaWeights<'_, B>,
+    d: &MlaDims,
+    rope: &Rope<B>,
+    a: &B::Buf,
+    step: &StepInputs<B>,
+    latent: &mut B::Cache,
+    [rows, raw, normed]: [&mut B::Buf; 3],
+) -> Result<()> {
+    let n = step.n;
+    be.matmul(&w.kv_a, a, n, rows)?;
+    let rp = RopeParams {
+        n_tokens: n,
+        n_heads: 1,
+        head_dim: d.row(),
+        offset: d.kv_lora,
+        n_rot: d.rope,
+        mode: rope.mode,
+        attn_factor: rope.attn_factor,
+    };
+    be.mla_kv_rows(
+        rows,
+        &w.kv_a_norm,
+        d.eps,
+        d.kv_lora,
+        &rp,
+        &step.positions,
+        &rope.inv_freq,
+        &step.slots,
+        latent,
+        [raw, normed],
+    )?;
+    Ok(())
+}
+
+/// The indexer's keys for the step's tokens, normed and rotated, into its cache.
+#[allow(clippy::too_many_arguments)]
+fn indexer_keys<B: Backend>(
+    be: &B,
+    iw: &IndexerWeights<'_, B>,
+    d: &MlaDims,
+    rope: &Rope<B>,
+    a: &B::Buf,
+    step: &StepInputs<B>,
+    keys: &mut B::Cache,
+    sc: &mut IndexerScratch<B>,
+) -> Result<()> {
+    let n = step.n;
+    let id = &iw.dims;
+    let rp = |heads| RopeParams {
+        n_tokens: n,
+        n_heads: heads,
+        head_dim: id.head_dim,
+        offset: 0,
+        n_rot: d.rope,
+        mode: id.rope_mode,
+        attn_factor: rope.attn_factor,
+    };
+    be.matmul(&iw.k, a, n, &mut sc.k_raw)?;
+    be.indexer_k_rows(
+        &sc.k_raw,
+        &iw.k_norm,
+        &iw.k_norm_bias,
+        id.eps,
+        &rp(1),
+        &step.positions,
+        &rope.inv_freq,
+        &step.slots,
+        keys,
+        &mut sc.k,
+    )?;
     Ok(())
 }
 
@@ -347,19 +449,7 @@ fn indexer<B: Backend>(
         mode: id.rope_mode,
         attn_factor: rope.attn_factor,
     };
-    be.matmul(&iw.k, a, n, &mut sc.k_raw)?;
-    be.indexer_k_rows(
-        &sc.k_raw,
-        &iw.k_norm,
-        &iw.k_norm_bias,
-        id.eps,
-        &rp(1),
-        &step.positions,
-        &rope.inv_freq,
-        &step.slots,
-        keys,
-        &mut sc.k,
-    )?;
+    indexer_keys(be, iw, d, rope, a, step, keys, sc)?;
     if step.max_seen <= id.top_k {
         return Ok(None);
     }
