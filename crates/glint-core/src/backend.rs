@@ -60,20 +60,59 @@ pub trait Backend: Send + Sync {
         f()
     }
 
-    /// Issues two independent chains of ops, `side` then `main`, which a backend may run at the
-    /// same time: a decode step's small launches leave most of a GPU idle, so the indexer's
-    /// key and score path can run beside the query path, the shared expert beside the router
-    /// and the routed experts. Both may read what was written before the call; neither may
-    /// read or write what the other writes, and nothing the ops use may be allocated inside
-    /// them. Work issued after the call sees both results. The default runs `side`, then
-    /// `main`; a branch's error is returned once both have been issued (or skipped).
+    /// Issues ops as two chains that a backend may run at the same time (`f` places each
+    /// piece on one through [`Branches`]): a decode step's small launches leave most of a GPU
+    /// idle, so the indexer's keys, scores and top-k run beside the query path, the shared
+    /// expert beside the router and the routed experts. A chain sees everything issued before
+    /// the call and, for a [`Branches::side_after_main`] piece, the main chain's pieces issued
+    /// before it; otherwise neither chain may read or write what the other writes, and nothing
+    /// the ops use may be allocated inside. Work issued after the call sees both chains. The
+    /// default runs the pieces in the order given.
+    fn branches<R, E: From<crate::error::CoreError>>(
+        &self,
+        f: impl FnOnce(&Branches<'_, Self>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E>
+    where
+        Self: Sized,
+    {
+        self.branch_begin()?;
+        let r = f(&Branches { be: self });
+        // Ended whatever `f` returned: a recording must not end with a chain still open.
+        let ended = self.branch_end();
+        let r = r?;
+        ended?;
+        Ok(r)
+    }
+
+    /// `side` beside `main` ([`Backend::branches`] with one piece each).
     fn concurrently<R, E: From<crate::error::CoreError>>(
         &self,
         side: impl FnOnce() -> std::result::Result<(), E>,
         main: impl FnOnce() -> std::result::Result<R, E>,
-    ) -> std::result::Result<R, E> {
-        side()?;
-        main()
+    ) -> std::result::Result<R, E>
+    where
+        Self: Sized,
+    {
+        self.branches(|b| {
+            b.side(side)?;
+            b.main(main)
+        })
+    }
+
+    /// [`Backend::branches`]' steps, for a backend that runs the chains apart (the default
+    /// does nothing): the chains fork from everything issued so far.
+    fn branch_begin(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Later ops go to `to` (the side chain waiting first for the main chain so far, for
+    /// [`Branch::SideAfterMain`]).
+    fn branch_to(&self, to: Branch) -> Result<()> {
+        let _ = to;
+        Ok(())
+    }
+    /// The chains join: later ops see both.
+    fn branch_end(&self) -> Result<()> {
+        Ok(())
     }
 
     /// The key count a step's ops are sized for, given the most keys one of its tokens sees
@@ -648,6 +687,48 @@ pub trait Backend: Send + Sync {
         self.copy2d(q_lat, Rows::of(p.dv), q, Rows::of(p.dk), rows, p.dv)?;
         self.copy2d(q_pe, pe, q, Rows::of(p.dk).at(p.dv), rows, dr)?;
         self.mla_attention(q, cache, positions, pages, selected, p, out)
+    }
+}
+
+/// Where [`Backend::branch_to`] sends the ops after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Branch {
+    Main,
+    Side,
+    /// The side chain, after the main chain's ops issued so far.
+    SideAfterMain,
+}
+
+/// The pieces of a [`Backend::branches`] call: each closure runs at once, its ops issued on
+/// the named chain.
+pub struct Branches<'a, B: Backend> {
+    be: &'a B,
+}
+
+impl<B: Backend> Branches<'_, B> {
+    pub fn main<R, E: From<CoreError>>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        self.be.branch_to(Branch::Main)?;
+        f()
+    }
+
+    pub fn side<R, E: From<CoreError>>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        self.be.branch_to(Branch::Side)?;
+        f()
+    }
+
+    /// A side piece that reads what the main chain's earlier pieces wrote.
+    pub fn side_after_main<R, E: From<CoreError>>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        self.be.branch_to(Branch::SideAfterMain)?;
+        f()
     }
 }
 

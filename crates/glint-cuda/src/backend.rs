@@ -36,7 +36,7 @@ pub struct CudaBackend {
     pub(crate) smem: crate::smem::SmemState,
     /// Launches carry the programmatic-dependent-launch attribute (launch.rs).
     pub(crate) pdl: bool,
-    /// The second stream of `Backend::concurrently` (fork.rs).
+    /// The second stream of `Backend::branches` (fork.rs).
     pub(crate) fork: crate::fork::ForkState,
 }
 
@@ -348,12 +348,14 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn concurrently<R, E: From<CoreError>>(
-        &self,
-        side: impl FnOnce() -> std::result::Result<(), E>,
-        main: impl FnOnce() -> std::result::Result<R, E>,
-    ) -> std::result::Result<R, E> {
-        crate::fork::concurrently(self, side, main)
+    fn branch_begin(&self) -> Result<()> {
+        crate::fork::begin(self)
+    }
+    fn branch_to(&self, to: glint_core::Branch) -> Result<()> {
+        crate::fork::to(self, to)
+    }
+    fn branch_end(&self) -> Result<()> {
+        crate::fork::end(self)
     }
 
     fn kv_bucket(&self, max_seen: usize, capacity: usize) -> usize {

@@ -219,7 +219,7 @@ struct ActKey {
 /// every recorded step (`forget`), so a CUDA graph never relies on a quantization made
 /// outside it. `GLINT_CUDA_ACT_REUSE=0` quantizes every time (to measure what this saves).
 ///
-/// Inside `Backend::concurrently` (fork.rs) both branches take slots: `touched` and `wrote`
+/// Inside `Backend::branches` (fork.rs) both chains take slots: `touched` and `wrote`
 /// (bit 0 main, bit 1 side, cleared at each fork and join) keep a branch from finding a
 /// quantization the other branch writes, which it could read before it is written, and from
 /// evicting a slot the other branch reads or writes.
@@ -242,6 +242,14 @@ impl ActSlots {
     fn fork_edge(&mut self) {
         self.touched = [0; ACT_SLOTS];
         self.wrote = [0; ACT_SLOTS];
+    }
+
+    /// The side stream now waits for the main stream's work so far: what main wrote until now
+    /// may be found by the side (what either touched stays out of the other's evictions).
+    fn side_sees_main(&mut self) {
+        for w in &mut self.wrote {
+            *w &= !1;
+        }
     }
 
     /// The slot holding `key` (and true), or the least recently used one, sized for `bytes`
@@ -339,6 +347,14 @@ impl QuantState {
     /// Drops what the activation slots remember (their memory stays).
     pub(crate) fn forget(&self) {
         self.act.lock().unwrap_or_else(|p| p.into_inner()).forget();
+    }
+
+    /// The side stream starts waiting for the main stream (fork.rs).
+    pub(crate) fn side_sees_main(&self) {
+        self.act
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .side_sees_main();
     }
 
     /// A fork or join of the step (fork.rs).
@@ -1230,9 +1246,10 @@ mod tests {
         assert_eq!(names.len(), KINDS.len());
     }
 
-    /// Inside a fork, a branch never finds a quantization the other branch wrote and never
-    /// takes a slot the other branch touched (what the two streams would race on), checked
-    /// against a record of every pick kept here; outside one, a key just filed is found again.
+    /// Inside a fork, a chain never finds a quantization the other chain wrote (unless the side
+    /// waits for main since) and never takes a slot the other chain touched (what the two
+    /// streams would race on), checked against a record of every pick kept here; outside one,
+    /// a key just filed is found again.
     #[test]
     fn forked_branches_keep_to_their_slots() {
         let mut s = ActSlots::default();
@@ -1264,6 +1281,11 @@ mod tests {
             let mut touched = [[false; ACT_SLOTS]; 2];
             let mut wrote = [[false; ACT_SLOTS]; 2];
             for _ in 0..next(6) {
+                if next(4) == 0 {
+                    // A side piece after the main chain so far: it may read what main wrote.
+                    s.side_sees_main();
+                    wrote[0] = [false; ACT_SLOTS];
+                }
                 let b = next(2) as usize;
                 let k = key(next(12));
                 let (i, hit) = s

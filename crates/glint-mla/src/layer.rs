@@ -220,23 +220,28 @@ pub fn forward<B: Backend>(
     let has_q_lora = matches!(w.q, QProj::Lora { .. });
     // Two chains beside each other (a second stream on a GPU): the indexer reads only the
     // normed input and q_lora. While it only writes its keys, the latent rows join it and the
-    // query path runs alone beside them; once it scores and selects (the longer chain), the
-    // latent rows stay beside the query's rest.
+    // query path runs alone beside them. When it selects (the longer chain), its keys and head
+    // weights run beside q_lora, then its scores and top-k beside the query's rest and the
+    // latent rows.
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
-            q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
-            let (q_lora, ix) = (&sc.q_lora, &mut sc.ix);
-            let side = || -> Result<()> {
-                n_selected = indexer(be, iw, d, rope, a, step, keys, q_lora, ix)?;
-                Ok(())
-            };
-            let main = || -> Result<()> {
-                let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
-                queries(be, w, d, rope, a, step, q_lora, q, q_nope, q_abs)?;
-                let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
-                latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)
-            };
-            be.concurrently(side, main)?;
+            be.branches(|b| {
+                b.side(|| {
+                    indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)?;
+                    Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?)
+                })?;
+                b.main(|| q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora))?;
+                b.side_after_main(|| {
+                    indexer_select(be, iw, d, rope, step, keys, &sc.q_lora, &mut sc.ix)
+                })?;
+                b.main(|| {
+                    let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
+                    queries(be, w, d, rope, a, step, &sc.q_lora, q, q_nope, q_abs)?;
+                    let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
+                    latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)
+                })
+            })?;
+            n_selected = Some(iw.dims.top_k);
         }
         (Some(iw), true, Some(keys)) => {
             let ix = &mut sc.ix;
@@ -422,37 +427,24 @@ fn indexer_keys<B: Backend>(
     Ok(())
 }
 
-/// The DSA lightning indexer. Always computes and caches this step's keys; when some query
-/// sees more than `top_k` keys (known on the host from the plan), writes the selected key
-/// positions `[n × top_k]` to `sc.selected` and returns `Some(top_k)`. Otherwise every visible
-/// key is selected and dense attention is exact (spec §3.7), so scoring is skipped.
+/// The DSA lightning indexer's selection, once its keys are cached (`indexer_keys`) and its
+/// head weights computed into `sc.w` (`w = W_Iw a`): each query's `top_k` logical key
+/// positions `[n × top_k]` into `sc.selected`. Run only when some query sees more than
+/// `top_k` keys (known on the host from the plan); otherwise every visible key is selected
+/// and dense attention is exact (spec §3.7).
 #[allow(clippy::too_many_arguments)]
-fn indexer<B: Backend>(
+fn indexer_select<B: Backend>(
     be: &B,
     iw: &IndexerWeights<'_, B>,
     d: &MlaDims,
     rope: &Rope<B>,
-    a: &B::Buf,
     step: &StepInputs<B>,
-    keys: &mut B::Cache,
+    keys: &B::Cache,
     q_lora: &B::Buf,
     sc: &mut IndexerScratch<B>,
-) -> Result<Option<usize>> {
+) -> Result<()> {
     let n = step.n;
     let id = &iw.dims;
-    let rp = |heads| RopeParams {
-        n_tokens: n,
-        n_heads: heads,
-        head_dim: id.head_dim,
-        offset: 0,
-        n_rot: d.rope,
-        mode: id.rope_mode,
-        attn_factor: rope.attn_factor,
-    };
-    indexer_keys(be, iw, d, rope, a, step, keys, sc)?;
-    if step.max_seen <= id.top_k {
-        return Ok(None);
-    }
     let need = be.indexer_scratch_len(n, step.max_seen);
     if need > sc.scratch_len {
         return Err(MlaError::Scratch {
@@ -462,8 +454,16 @@ fn indexer<B: Backend>(
         });
     }
     be.matmul(&iw.q_b, q_lora, n, &mut sc.q)?;
-    be.rope(&mut sc.q, &step.positions, &rope.inv_freq, &rp(id.n_heads))?;
-    be.matmul(&iw.proj, a, n, &mut sc.w)?;
+    let rp = RopeParams {
+        n_tokens: n,
+        n_heads: id.n_heads,
+        head_dim: id.head_dim,
+        offset: 0,
+        n_rot: d.rope,
+        mode: id.rope_mode,
+        attn_factor: rope.attn_factor,
+    };
+    be.rope(&mut sc.q, &step.positions, &rope.inv_freq, &rp)?;
     be.indexer_select(
         &sc.q,
         &sc.w,
@@ -483,5 +483,5 @@ fn indexer<B: Backend>(
         &mut sc.scratch,
         &mut sc.selected,
     )?;
-    Ok(Some(id.top_k))
+    Ok(())
 }

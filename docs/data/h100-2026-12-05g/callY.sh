@@ -3,7 +3,8 @@
 # indexer keys beside the whole query path). The model and graph tests and the conformance
 # suite; tg64 at depth 0 with the fork on and off; at 16k with bf16 + fp8 caches the MLA
 # plan's keys a split swept for the tensor-core attention (GLINT_CUDA_MLA_SPLIT_KEYS, default
-# 32); f32 at 16k; bf16 + fp8 at 64k with the default and 128 keys a split.
+# 32); f32 at 16k; bf16 + fp8 at 64k with the default and 128 keys a split. At depth 0 with
+# the fork, the weight prefetch off and at 32 KiB, and the staged expert products.
 export NCCL_NVLS_ENABLE=0 GLINT_KERNEL_CACHE=/tmp/glint-kernels RUST_LOG=warn GLINT_REPO=$PWD
 S=$(date +%s); t() { echo "$1 $(( $(date +%s)-S ))s" >> $OUT/log; }
 LIMIT=${1:-570}; left() { echo $(( LIMIT - ($(date +%s)-S) )); }
@@ -24,6 +25,9 @@ tg() { B env "$@" | grep -E "tg64"; }
 BF="--cache-type bf16 --cache-type-index fp8"
 { for fk in 1 0; do for f in s34 s32; do
     echo "== $f d0 fork=$fk"; tg GLINT_CUDA_FORK=$fk $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2
+  done; done
+  for kv in GLINT_CUDA_PREFETCH=0 GLINT_CUDA_PREFETCH=32768 GLINT_CUDA_MMID_STAGE=1; do for f in s34 s32; do
+    echo "== $f d0 $kv"; tg $kv $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2
   done; done
   for sk in 32 64 128 256; do for f in s34 s32; do
     echo "== $f d16384 split_keys=$sk $BF"; tg GLINT_CUDA_MLA_SPLIT_KEYS=$sk $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1 $BF
