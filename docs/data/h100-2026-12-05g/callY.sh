@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Device call Y: the MLA layer's second fork layout (below top_k keys the latent rows and
-# indexer keys beside the whole query path). The model and graph tests and the conformance
+# Device call Y: the MLA layer's chains as `Backend::branches` (below top_k keys the latent
+# rows and indexer keys beside the whole query path; with a selection, the indexer's keys and
+# head weights beside q_lora, then its scores and top-k beside the query rest). The model and graph tests and the conformance
 # suite; tg64 at depth 0 with the fork on and off; at 16k with bf16 + fp8 caches the MLA
 # plan's keys a split swept for the tensor-core attention (GLINT_CUDA_MLA_SPLIT_KEYS, default
 # 32); f32 at 16k; bf16 + fp8 at 64k with the default and 128 keys a split. At depth 0 with
@@ -32,9 +33,9 @@ BF="--cache-type bf16 --cache-type-index fp8"
   for sk in 32 64 128 256; do for f in s34 s32; do
     echo "== $f d16384 split_keys=$sk $BF"; tg GLINT_CUDA_MLA_SPLIT_KEYS=$sk $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1 $BF
   done; done
-  for f in s34 s32; do
-    echo "== $f d16384 f32"; tg $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1
-  done
+  for fk in 1 0; do for f in s34 s32; do
+    echo "== $f d16384 f32 fork=$fk"; tg GLINT_CUDA_FORK=$fk $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 16384 -b 1 -r 1
+  done; done
   for sk in 32 128; do for f in s34 s32; do
     echo "== $f d65536 split_keys=$sk $BF"; tg GLINT_CUDA_MLA_SPLIT_KEYS=$sk $G bench -m /tmp/$f.gguf --device cuda -p 0 -n 64 -d 65536 -b 1 -r 1 $BF
   done; done; } > $OUT/bench.txt 2>&1; t bench
