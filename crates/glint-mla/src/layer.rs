@@ -297,6 +297,27 @@ pub fn forward<B: Backend>(
     Ok(())
 }
 
+/// RoPE of the `d.rope` values from `offset` in each of a token's `heads` rows of `head_dim`.
+fn rope_params<B: Backend>(
+    rope: &Rope<B>,
+    d: &MlaDims,
+    n: usize,
+    heads: usize,
+    head_dim: usize,
+    offset: usize,
+    mode: glint_core::RopeMode,
+) -> RopeParams {
+    RopeParams {
+        n_tokens: n,
+        n_heads: heads,
+        head_dim,
+        offset,
+        n_rot: d.rope,
+        mode,
+        attn_factor: rope.attn_factor,
+    }
+}
+
 /// `q_lora = rms_norm(attn_q_a · a)`, prepared for `attn_q_b`; nothing for a direct query
 /// projection.
 fn q_lora<B: Backend>(
@@ -335,15 +356,7 @@ fn queries<B: Backend>(
         QProj::Lora { b, .. } => be.matmul(b, q_lora, n, q)?,
         QProj::Direct(wq) => be.matmul(wq, a, n, q)?,
     }
-    let rp = RopeParams {
-        n_tokens: n,
-        n_heads: h,
-        head_dim: qk,
-        offset: d.nope,
-        n_rot: d.rope,
-        mode: rope.mode,
-        attn_factor: rope.attn_factor,
-    };
+    let rp = rope_params(rope, d, n, h, qk, d.nope, rope.mode);
     be.rope(q, &step.positions, &rope.inv_freq, &rp)?;
     be.copy2d(q, Rows::of(qk), q_nope, Rows::of(d.nope), n * h, d.nope)?;
     be.per_head_matmul(&w.k_b, &step.head_ids, h, q_nope, n, q_absorbed)?;
@@ -364,15 +377,7 @@ fn latent_rows<B: Backend>(
 ) -> Result<()> {
     let n = step.n;
     be.matmul(&w.kv_a, a, n, rows)?;
-    let rp = RopeParams {
-        n_tokens: n,
-        n_heads: 1,
-        head_dim: d.row(),
-        offset: d.kv_lora,
-        n_rot: d.rope,
-        mode: rope.mode,
-        attn_factor: rope.attn_factor,
-    };
+    let rp = rope_params(rope, d, n, 1, d.row(), d.kv_lora, rope.mode);
     be.mla_kv_rows(
         rows,
         &w.kv_a_norm,
@@ -402,15 +407,7 @@ fn indexer_keys<B: Backend>(
 ) -> Result<()> {
     let n = step.n;
     let id = &iw.dims;
-    let rp = |heads| RopeParams {
-        n_tokens: n,
-        n_heads: heads,
-        head_dim: id.head_dim,
-        offset: 0,
-        n_rot: d.rope,
-        mode: id.rope_mode,
-        attn_factor: rope.attn_factor,
-    };
+    let rp = |heads| rope_params(rope, d, n, heads, id.head_dim, 0, id.rope_mode);
     be.matmul(&iw.k, a, n, &mut sc.k_raw)?;
     be.indexer_k_rows(
         &sc.k_raw,
@@ -454,15 +451,7 @@ fn indexer_select<B: Backend>(
         });
     }
     be.matmul(&iw.q_b, q_lora, n, &mut sc.q)?;
-    let rp = RopeParams {
-        n_tokens: n,
-        n_heads: id.n_heads,
-        head_dim: id.head_dim,
-        offset: 0,
-        n_rot: d.rope,
-        mode: id.rope_mode,
-        attn_factor: rope.attn_factor,
-    };
+    let rp = rope_params(rope, d, n, id.n_heads, id.head_dim, 0, id.rope_mode);
     be.rope(&mut sc.q, &step.positions, &rope.inv_freq, &rp)?;
     be.indexer_select(
         &sc.q,
