@@ -402,6 +402,60 @@ __device__ __forceinline__ u32 mla_pack2(float lo, float hi) {
     return (u32)__half_as_ushort(__float2half_rn(lo)) | ((u32)__half_as_ushort(__float2half_rn(hi)) << 16);
 }
 
+// The block's query for the tensor cores: warp w rounds heads 2w, 2w + 1 (rows ≥ hg zero) to
+// the cache's type into qh (rows of st values), all of a lane's loads in flight before the
+// first use; hs[h] is the head's inverse query scale times `scale`; m, l, c start.
+template <int TY>
+__device__ __forceinline__ void mla_mma_query(const float* q, const float* q_pe, long long pe_off, long long pe_stride,
+                                              int parts, int tok, int n_heads, int h0, int hg, int dk, int dv,
+                                              float scale, int st, u16* qh, float* hs, float* m_sh, float* l_sh,
+                                              float* c_sh) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long r0 = (long long)tok * n_heads + h0;
+    const long long lat_st = parts ? dv : dk, pe_st = parts ? pe_stride : dk;
+    const float* pe = parts ? q_pe + pe_off : q + dv;
+    constexpr int VPL = MLA_MMA_DKMAX / 32;
+    float v[2][VPL];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int h = 2 * warp + j;
+#pragma unroll
+        for (int u = 0; u < VPL; ++u) {
+            const int c = lane + 32 * u;
+            v[j][u] = 0.0f;
+            if (h < hg && c < dk) v[j][u] = c < dv ? q[(r0 + h) * lat_st + c] : pe[(r0 + h) * pe_st + (c - dv)];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int h = 2 * warp + j;
+        int shift = 0;
+        if (TY != CACHE_BF16) {
+            float amax = 0.0f;
+#pragma unroll
+            for (int u = 0; u < VPL; ++u) amax = fmaxf(amax, fabsf(v[j][u]));
+            amax = warp_max(amax);
+            if (amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
+        }
+        const float up = ldexpf(1.0f, shift);
+#pragma unroll
+        for (int u = 0; u < VPL; ++u) {
+            const int c = lane + 32 * u;
+            if (c < dk) {
+                const float x = v[j][u] * up;  // exact: a power of two
+                qh[h * st + c] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                                  : __half_as_ushort(__float2half_rn(x));
+            }
+        }
+        if (lane == 0) {
+            hs[h] = ldexpf(1.0f, -shift) * scale;
+            m_sh[h] = NEG_INF;
+            l_sh[h] = 0.0f;
+            c_sh[h] = 1.0f;
+        }
+    }
+}
+
 template <int TY>
 __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q_pe, long long pe_off,
                                                   long long pe_stride, int parts, const u8* kdata, long long krows,
@@ -435,53 +489,8 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
         mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
-    // The query: warp w rounds heads 2w, 2w + 1 (rows ≥ hg zero), all of a lane's loads in
-    // flight before the first use.
-    {
-        const long long r0 = (long long)tok * n_heads + h0;
-        const long long lat_st = parts ? dv : dk, pe_st = parts ? pe_stride : dk;
-        const float* pe = parts ? q_pe + pe_off : q + dv;
-        constexpr int VPL = MLA_MMA_DKMAX / 32;
-        float v[2][VPL];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const int h = 2 * warp + j;
-#pragma unroll
-            for (int u = 0; u < VPL; ++u) {
-                const int c = lane + 32 * u;
-                v[j][u] = 0.0f;
-                if (h < hg && c < dk) v[j][u] = c < dv ? q[(r0 + h) * lat_st + c] : pe[(r0 + h) * pe_st + (c - dv)];
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const int h = 2 * warp + j;
-            int shift = 0;
-            if (TY != CACHE_BF16) {
-                float amax = 0.0f;
-#pragma unroll
-                for (int u = 0; u < VPL; ++u) amax = fmaxf(amax, fabsf(v[j][u]));
-                amax = warp_max(amax);
-                if (amax > 0.0f) shift = min(max(14 - ilogbf(amax), -60), 60);
-            }
-            const float up = ldexpf(1.0f, shift);
-#pragma unroll
-            for (int u = 0; u < VPL; ++u) {
-                const int c = lane + 32 * u;
-                if (c < dk) {
-                    const float x = v[j][u] * up;  // exact: a power of two
-                    qh[h * st + c] = TY == CACHE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
-                                                      : __half_as_ushort(__float2half_rn(x));
-                }
-            }
-            if (lane == 0) {
-                hs[h] = ldexpf(1.0f, -shift) * scale;
-                m_sh[h] = NEG_INF;
-                l_sh[h] = 0.0f;
-                c_sh[h] = 1.0f;
-            }
-        }
-    }
+    mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0, hg, dk, dv, scale, st, qh, hs, m_sh,
+                      l_sh, c_sh);
     // Output tile: warp w's dims [w·dv/8, (w+1)·dv/8), nd = dv/64 n-tiles of 8; lane (g4, t4)
     // holds heads g4 and g4 + 8 at dims n0 + 2·t4, + 1 of each.
     const int nd = dv >> 6, dbase = warp * (dv >> 3);
@@ -631,3 +640,224 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
     }
 MLA_MMA_KERNEL(f16, CACHE_F16)
 MLA_MMA_KERNEL(bf16, CACHE_BF16)
+
+// ---- the same on 64-key tiles --------------------------------------------------------------
+// mla_attention_mma's plan, partials and roundings, with a tile of MLA_KT64 keys: warp w scores
+// its own 8 keys (one n-tile) over all of dk, so no partial scores are summed across warps;
+// the tile's softmax takes the warps' row maxima and sums through shared memory; P (rounded to
+// the cache's type) goes through shared memory to every warp, which multiplies it with V for
+// its dims as before. Five block barriers a 64-key tile where mla_attention_mma has six a
+// 16-key one (the cost that bounded it at 2048 keys: each split's blocks ran a chain of
+// barrier-separated short steps), and the key rows arrive by cp.async, all in flight at once.
+// The host takes it with GLINT_CUDA_MLA_TILE64=1 and splits of at least MLA_KT64 keys.
+// Needs dk % 16 == 0, dk ≤ MLA_MMA_DKMAX, dv % 64 == 0, dv ≤ 512, G ≤ 16; MLA_THREADS threads.
+// Shared (bytes): 2·(16 + MLA_KT64)·(dk + 8) + 2·16·MLA_PST + 4·(2·8·16 + 4·16) + 8·MLA_KT64.
+#define MLA_KT64 64
+#define MLA_PST (MLA_KT64 + 8)
+template <int TY>
+__device__ __forceinline__ void mla_attention_mma64(const float* q, const float* q_pe, long long pe_off,
+                                                    long long pe_stride, int parts, const u8* kdata, long long krows,
+                                                    const u32* positions, const u32* tables, long long n_table,
+                                                    const u32* token_seq, int max_blocks, int block_size,
+                                                    const u32* sel, int has_sel, int n_sel, int n_heads, int dk,
+                                                    int dv, int n_kv, float scale, int G, int n_groups, int chunk,
+                                                    int splits, float* out, float* part) {
+    static_assert(MLA_THREADS == 256 && MLA_KT64 == 8 * 8, "8 warps, 8 keys each");
+    extern __shared__ __align__(16) u8 m64_sm[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+    const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
+    const int h0 = grp * G, hg = min(G, n_heads - h0), split = blockIdx.y;
+    const int st = dk + 8;
+    u16* qh = (u16*)m64_sm;                       // 16 × st
+    u16* kh = qh + 16 * st;                       // MLA_KT64 × st
+    u16* ph = kh + MLA_KT64 * st;                 // 16 × MLA_PST: the tile's P
+    float* rmax = (float*)(ph + 16 * MLA_PST);    // 8 warps × 16 rows
+    float* rsum = rmax + 8 * 16;                  // 8 warps × 16 rows
+    float* m_sh = rsum + 8 * 16;                  // 16
+    float* l_sh = m_sh + 16;
+    float* c_sh = l_sh + 16;
+    float* hs = c_sh + 16;
+    long long* rows = (long long*)(hs + 16);      // MLA_KT64
+
+    const long long pos = positions[tok];
+    const long long nk = min(pos + 1, (long long)n_kv);
+    const bool use_sel = has_sel && nk > n_sel;
+    const long long L = use_sel ? (long long)n_sel : nk;
+    const long long k_begin = (long long)split * chunk;
+    const long long k_end = min(L, k_begin + chunk);
+    if (splits > 1 && k_begin >= L) {
+        mla_empty_split(part, G, dv, splits, split, hg);
+        return;
+    }
+    mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0, hg, dk, dv, scale, st, qh, hs, m_sh,
+                      l_sh, c_sh);
+    // Output: warp w's dims [w·dv/8, (w+1)·dv/8), nd n-tiles of 8; lane (g4, t4) holds rows
+    // (heads) g4 and g4 + 8 at dims n0 + 2·t4, + 1 of each.
+    const int nd = dv >> 6, dbase = warp * (dv >> 3);
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    const int cpr = dk / 8;  // 16-byte chunks a key row
+    const int r0 = g4, r1 = g4 + 8;
+    const int k_lo = 8 * warp + 2 * t4;  // this lane's two keys of the tile
+    for (long long kb = k_begin; kb < k_end; kb += MLA_KT64) {
+        const int nt = (int)min((long long)MLA_KT64, k_end - kb);
+        if (tid < MLA_KT64) {
+            long long r = -1;
+            if (tid < nt) {
+                const long long idx = kb + tid;
+                const long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
+                if (t <= pos) r = paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
+            }
+            rows[tid] = r;
+        }
+        __syncthreads();
+        // Key rows (zeros for masked and missing ones): every copy of the tile in flight at once.
+        for (int e = tid; e < MLA_KT64 * cpr; e += MLA_THREADS) {
+            const int kk = e / cpr, c = e - kk * cpr;
+            u16* dst = kh + kk * st + c * 8;
+            const long long r = rows[kk];
+            if (r >= 0)
+                cp_async16(dst, kdata + (r * dk + (long long)c * 8) * 2);
+            else
+                *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads();
+        // Scores of the warp's 8 keys for the 16 rows, over all of dk.
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        {
+            const u16* qa = qh + g4 * st + 2 * t4;
+            const u16* kr = kh + (8 * warp + g4) * st + 2 * t4;
+            for (int k0 = 0; k0 < dk; k0 += 16) {
+                const u32 a[4] = {*(const u32*)(qa + k0), *(const u32*)(qa + 8 * st + k0),
+                                  *(const u32*)(qa + k0 + 8), *(const u32*)(qa + 8 * st + k0 + 8)};
+                mma_m16n8k16<TY>(s, a, *(const u32*)(kr + k0), *(const u32*)(kr + k0 + 8));
+            }
+        }
+        const bool v0 = k_lo < nt && rows[k_lo] >= 0, v1 = k_lo + 1 < nt && rows[k_lo + 1] >= 0;
+        const float hs0 = hs[r0], hs1 = hs[r1];
+        const float x[4] = {v0 ? s[0] * hs0 : NEG_INF, v1 ? s[1] * hs0 : NEG_INF, v0 ? s[2] * hs1 : NEG_INF,
+                            v1 ? s[3] * hs1 : NEG_INF};
+        float mx0 = fmaxf(x[0], x[1]), mx1 = fmaxf(x[2], x[3]);
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+        }
+        if (t4 == 0) {
+            rmax[warp * 16 + r0] = mx0;
+            rmax[warp * 16 + r1] = mx1;
+        }
+        __syncthreads();
+        // The tile's row maxima (every lane the same, in warp order), the new running maxima,
+        // the weights of this tile and the factor on what came before.
+        float mt0 = NEG_INF, mt1 = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            mt0 = fmaxf(mt0, rmax[w * 16 + r0]);
+            mt1 = fmaxf(mt1, rmax[w * 16 + r1]);
+        }
+        const float mo0 = m_sh[r0], mo1 = m_sh[r1];
+        const float mn0 = fmaxf(mo0, mt0), mn1 = fmaxf(mo1, mt1);
+        const bool ok0 = r0 < hg, ok1 = r1 < hg;
+        const float p[4] = {ok0 && mn0 != NEG_INF && x[0] != NEG_INF ? expf(x[0] - mn0) : 0.0f,
+                            ok0 && mn0 != NEG_INF && x[1] != NEG_INF ? expf(x[1] - mn0) : 0.0f,
+                            ok1 && mn1 != NEG_INF && x[2] != NEG_INF ? expf(x[2] - mn1) : 0.0f,
+                            ok1 && mn1 != NEG_INF && x[3] != NEG_INF ? expf(x[3] - mn1) : 0.0f};
+        const float cr0 = mo0 == NEG_INF ? 0.0f : expf(mo0 - mn0), cr1 = mo1 == NEG_INF ? 0.0f : expf(mo1 - mn1);
+        *(u32*)(ph + r0 * MLA_PST + k_lo) = mla_pack2<TY>(p[0], p[1]);
+        *(u32*)(ph + r1 * MLA_PST + k_lo) = mla_pack2<TY>(p[2], p[3]);
+        float sm0 = p[0] + p[1], sm1 = p[2] + p[3];
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            sm0 += __shfl_xor_sync(0xffffffffu, sm0, o);
+            sm1 += __shfl_xor_sync(0xffffffffu, sm1, o);
+        }
+        if (t4 == 0) {
+            rsum[warp * 16 + r0] = sm0;
+            rsum[warp * 16 + r1] = sm1;
+        }
+        __syncthreads();
+        if (tid < 16) {
+            // Row tid's running max and sum (the lanes above computed the same max and factor).
+            float mt = NEG_INF, sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < 8; ++w) {
+                mt = fmaxf(mt, rmax[w * 16 + tid]);
+                sum += rsum[w * 16 + tid];
+            }
+            const float mo = m_sh[tid], mn = fmaxf(mo, mt);
+            const float cr = mo == NEG_INF ? 0.0f : expf(mo - mn);
+            m_sh[tid] = mn;
+            l_sh[tid] = l_sh[tid] * cr + sum;
+        }
+        // P·V: A = P (rows g4, g4 + 8; keys k0 + 2·t4.. and k0 + 8 + 2·t4..), B = V (keys × dims).
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            if (i < nd) {
+                acc[i][0] *= cr0;
+                acc[i][1] *= cr0;
+                acc[i][2] *= cr1;
+                acc[i][3] *= cr1;
+            }
+        }
+        const u16* pa = ph + g4 * MLA_PST + 2 * t4;
+        for (int k0 = 0; k0 < nt; k0 += 16) {
+            const u32 a[4] = {*(const u32*)(pa + k0), *(const u32*)(pa + 8 * MLA_PST + k0), *(const u32*)(pa + k0 + 8),
+                              *(const u32*)(pa + 8 * MLA_PST + k0 + 8)};
+            const u16* v0p = kh + (k0 + 2 * t4) * st + dbase + g4;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                if (i < nd) {
+                    const u16* vp = v0p + 8 * i;
+                    const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
+                    const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
+                    mma_m16n8k16<TY>(acc[i], a, b0, b1);
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int g = g4 + 8 * hh;
+        if (g >= hg) continue;
+        const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
+        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
+                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            if (i < nd) {
+                const int d = dbase + 8 * i + 2 * t4;
+                dst[d] = acc[i][2 * hh] * inv;
+                dst[d + 1] = acc[i][2 * hh + 1] * inv;
+            }
+    }
+    if (splits > 1) {
+        float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
+        for (int g = tid; g < hg; g += blockDim.x) {
+            ml[2 * g] = m_sh[g];
+            ml[2 * g + 1] = l_sh[g];
+        }
+    }
+}
+
+#define MLA_MMA64_KERNEL(name, TY)                                                                            \
+    extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_attention_mma64_##name(                      \
+        const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,  \
+        long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                 \
+        const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,         \
+        int n_heads, int dk, int dv, int n_kv, float scale, int G, int n_groups, int chunk, int splits,       \
+        float* out, float* part) {                                                                            \
+        pdl_enter();                                                                                          \
+        (void)kty;                                                                                            \
+        mla_attention_mma64<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table,  \
+                                token_seq, max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv, \
+                                scale, G, n_groups, chunk, splits, out, part);                                \
+    }
+MLA_MMA64_KERNEL(f16, CACHE_F16)
+MLA_MMA64_KERNEL(bf16, CACHE_BF16)

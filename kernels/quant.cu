@@ -1173,36 +1173,6 @@ struct W_iq4_xs {  // d, scales_h u16, scales_l[4], qs[128]
     }
 };
 
-// Asynchronous copies global → shared (sm_80+): the loads of the next step are in flight
-// while the current one computes. 16 bytes (both addresses 16-byte aligned) or 4.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-#else
-    *(uint4*)dst = *(const uint4*)src;
-#endif
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-#else
-    *(u32*)dst = *(const u32*)src;
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N = 0>
-__device__ __forceinline__ void cp_async_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() { cp_async_wait<0>(); }
 
 // ---- the three kernel templates --------------------------------------------------------------
 

@@ -360,6 +360,29 @@ static void bench_mla(double bw) {
         gbs = bytes / 2 / (us16 * 1e-6) / 1e9;
         printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%  G %d\n", "bf16 mma", L, keys, splits, us16, gbs,
                100.0 * gbs / bw, g);
+        // The 64-key tiles (GLINT_CUDA_MLA_TILE64=1): the plan's splits of at least one tile
+        // (KB_MLA_SPLIT_KEYS64, default 64).
+        {
+            const int mk = knob("KB_MLA_SPLIT_KEYS64", MLA_KT64);
+            int sp = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+            sp = std::max(1, std::min(std::min(sp, (keys + mk - 1) / mk), std::min(48 * 1024 / (4 * g), 128)));
+            const int ch = (keys + sp - 1) / sp;
+            sp = (keys + ch - 1) / ch;
+            const int sm64 = 2 * (16 + MLA_KT64) * (DK + 8) + 2 * 16 * MLA_PST + 4 * (2 * 8 * 16 + 4 * 16) + 8 * MLA_KT64;
+            CK(cudaFuncSetAttribute(mla_attention_mma64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, sm64));
+            float us64 = time_us([&](int) {
+                mla_attention_mma64_bf16<<<dim3(blocks, sp), MLA_THREADS, sm64>>>(
+                    q, q, 0ll, (long long)DK, 0, (const u8*)kc, rows, CACHE_BF16, dpos, dt, nb, dseq, nb, BS, dsel,
+                    has_sel, NSEL, H, DK, DV, L, 0.04f, g, ng, ch, sp, out, part);
+                if (sp > 1)
+                    mla_combine<<<dim3(blocks, (g * DV + MLA_THREADS - 1) / MLA_THREADS), MLA_THREADS,
+                                  g * (sp + 1) * 4>>>(part, H, DV, g, ng, sp, out);
+            });
+            CK(cudaGetLastError());
+            gbs = bytes / 2 / (us64 * 1e-6) / 1e9;
+            printf("%-8s %8d %6d %6d %10.2f %10.1f %6.1f%%  G %d\n", "bf16 t64", L, keys, sp, us64, gbs,
+                   100.0 * gbs / bw, g);
+        }
         CK(cudaFree(q));
         CK(cudaFree(kc));
         CK(cudaFree(dt));

@@ -477,6 +477,29 @@ fn mla_mma_smem(dk: usize) -> usize {
     2 * (16 + MLA_KT) * (dk + 8) + 4 * (8 * 256 + 16 * MLA_KT + 64) + 8 * MLA_KT
 }
 
+/// Keys a tile of `mla_attention_mma64_*` (kernels/mla.cu MLA_KT64), and the row stride of its P.
+const MLA_KT64: usize = 64;
+const MLA_PST: usize = MLA_KT64 + 8;
+
+/// Shared memory of `mla_attention_mma64_*` (kernels/mla.cu): 16 query rows and MLA_KT64 key
+/// rows of dk + 8 16-bit values, 16 rows of P, 2 · 8 · 16 + 4 · 16 floats, MLA_KT64 i64 rows.
+fn mla_mma64_smem(dk: usize) -> usize {
+    2 * (16 + MLA_KT64) * (dk + 8) + 2 * 16 * MLA_PST + 4 * (2 * 8 * 16 + 4 * 16) + 8 * MLA_KT64
+}
+
+/// The key lists from which the tensor-core attention runs on 64-key tiles:
+/// `GLINT_CUDA_MLA_TILE64=1` from 1,024 keys (a shorter list fills the GPU better with the
+/// short plan's 16-key splits), `=all` every list (the conformance suite's small cases); unset,
+/// never (opt-in until it has run on a GPU).
+fn mla_tile64_from() -> Option<usize> {
+    static FROM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_TILE64").as_deref() {
+        Ok("1") => Some(16 * MLA_KT64),
+        Ok("all") => Some(0),
+        _ => None,
+    })
+}
+
 /// Whether f16 and bf16 latent caches take the tensor-core kernel (`GLINT_CUDA_MLA_MMA=0`: the
 /// CUDA-core one, to compare).
 fn mla_mma() -> bool {
@@ -625,12 +648,28 @@ pub(crate) fn mla_attention(
         && dv <= 512
         && plan.g <= 16
         && mla_mma();
+    let l_max = if selected.is_some() {
+        p.n_selected
+    } else {
+        p.n_kv
+    }
+    .max(1);
+    let tile64 = mma && mla_tile64_from().is_some_and(|from| l_max >= from);
     let name = match cache.ty {
+        CacheType::F16 if tile64 => "mla_attention_mma64_f16",
+        _ if tile64 => "mla_attention_mma64_bf16",
         CacheType::F16 if mma => "mla_attention_mma_f16",
         _ if mma => "mla_attention_mma_bf16",
         _ => "mla_attention",
     };
-    if mma {
+    if tile64 {
+        // Splits of at least one tile, unless the plan's knob says otherwise.
+        if mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").is_none() {
+            let heads = mla_knob("GLINT_CUDA_MLA_HEADS").unwrap_or(usize::MAX);
+            plan = plan_with(op, lim, p, l_max, heads, MLA_KT64)?;
+        }
+        plan.smem = mla_mma64_smem(dk);
+    } else if mma {
         plan.smem = mla_mma_smem(dk);
     }
     let f = be.func(Family::Mla, name)?;
@@ -755,6 +794,7 @@ mod tests {
             ("MLA_ACC", MLA_ACC),
             ("MLA_KT", MLA_KT),
             ("MLA_MMA_DKMAX", MLA_MMA_DKMAX),
+            ("MLA_KT64", MLA_KT64),
         ] {
             assert_eq!(define(Family::Mla, name), host, "kernels/mla.cu {name}");
         }
@@ -780,6 +820,8 @@ mod tests {
             "mla_combine(",
             "MLA_MMA_KERNEL(f16,",
             "MLA_MMA_KERNEL(bf16,",
+            "MLA_MMA64_KERNEL(f16,",
+            "MLA_MMA64_KERNEL(bf16,",
         ] {
             assert!(mla.contains(k), "kernels/mla.cu: {k}");
         }
