@@ -105,7 +105,12 @@ pub(crate) fn begin(be: &CudaBackend) -> Result<()> {
         return Ok(());
     }
     be.quant.fork_edge();
-    side_waits_main(be, "forking a step onto a second stream")
+    let r = side_waits_main(be, "forking a step onto a second stream");
+    if r.is_err() {
+        // No fork happened: `branches` returns before its `branch_end`.
+        f.depth.store(0, Ordering::Release);
+    }
+    r
 }
 
 pub(crate) fn to(be: &CudaBackend, to: Branch) -> Result<()> {
