@@ -243,23 +243,19 @@ pub fn forward<B: Backend>(
             })?;
             n_selected = Some(iw.dims.top_k);
         }
-        (Some(iw), true, Some(keys)) => {
-            let ix = &mut sc.ix;
-            let (q_lora_buf, q_lora_raw) = (&mut sc.q_lora, &mut sc.q_lora_raw);
-            let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
-            let latent = &mut pool.latent;
-            let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
-            let side = || -> Result<()> {
-                latent_rows(be, w, d, rope, a, step, latent, kv)?;
+        (Some(iw), true, Some(keys)) => be.branches(|b| {
+            b.side(|| {
+                let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
+                latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)?;
                 // Keys only: no query sees more than top_k keys.
-                indexer_keys(be, iw, d, rope, a, step, keys, ix)
-            };
-            let main = || -> Result<()> {
-                q_lora(be, w, d, a, n, q_lora_raw, q_lora_buf)?;
-                queries(be, w, d, rope, a, step, q_lora_buf, q, q_nope, q_abs)
-            };
-            be.concurrently(side, main)?;
-        }
+                indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)
+            })?;
+            b.main(|| {
+                q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
+                let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
+                queries(be, w, d, rope, a, step, &sc.q_lora, q, q_nope, q_abs)
+            })
+        })?,
         _ => {
             q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
             let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
