@@ -456,6 +456,46 @@ __device__ __forceinline__ void mla_mma_query(const float* q, const float* q_pe,
     }
 }
 
+// The pool row of entry `idx` of a token's key list (its selected keys, or its keys in order),
+// −1 past its position.
+__device__ __forceinline__ long long mla_key_row(long long idx, bool use_sel, const u32* sel, int n_sel, int tok,
+                                                 long long pos, const u32* tables, long long n_table,
+                                                 const u32* token_seq, int max_blocks, int block_size,
+                                                 long long krows) {
+    const long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
+    return t <= pos ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t) : -1;
+}
+
+// A tensor-core kernel's end: lane (g4, t4)'s accumulators (rows g4, g4 + 8 at dims dbase +
+// 8i + 2·t4, + 1) normalised into `out` with one split, else raw into the split's partial rows
+// with its (max, sum) a head for mla_combine.
+__device__ __forceinline__ void mla_mma_store(const float (&acc)[8][4], int nd, int dbase, int g4, int t4, int hg,
+                                              const float* m_sh, const float* l_sh, int tok, int n_heads, int h0,
+                                              int G, int dv, int splits, int split, float* out, float* part) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int g = g4 + 8 * hh;
+        if (g >= hg) continue;
+        const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
+        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
+                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            if (i < nd) {
+                const int d = dbase + 8 * i + 2 * t4;
+                dst[d] = acc[i][2 * hh] * inv;
+                dst[d + 1] = acc[i][2 * hh + 1] * inv;
+            }
+    }
+    if (splits > 1) {
+        float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
+        for (int g = threadIdx.x; g < hg; g += blockDim.x) {
+            ml[2 * g] = m_sh[g];
+            ml[2 * g + 1] = l_sh[g];
+        }
+    }
+}
+
 template <int TY>
 __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q_pe, long long pe_off,
                                                   long long pe_stride, int parts, const u8* kdata, long long krows,
@@ -504,11 +544,9 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
         const int nt = (int)min((long long)MLA_KT, k_end - kb);
         if (tid < MLA_KT) {
             long long r = -1;
-            if (tid < nt) {
-                const long long idx = kb + tid;
-                const long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
-                if (t <= pos) r = paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
-            }
+            if (tid < nt)
+                r = mla_key_row(kb + tid, use_sel, sel, n_sel, tok, pos, tables, n_table, token_seq, max_blocks,
+                                block_size, krows);
             rows[tid] = r;
         }
         __syncthreads();
@@ -600,29 +638,7 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
         }
         __syncthreads();
     }
-    // acc[i][0..1]: head g4, dims dbase + 8i + 2·t4, + 1; acc[i][2..3]: head g4 + 8.
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const int g = g4 + 8 * hh;
-        if (g >= hg) continue;
-        const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
-        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
-                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-            if (i < nd) {
-                const int d = dbase + 8 * i + 2 * t4;
-                dst[d] = acc[i][2 * hh] * inv;
-                dst[d + 1] = acc[i][2 * hh + 1] * inv;
-            }
-    }
-    if (splits > 1) {
-        float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
-        for (int g = tid; g < hg; g += blockDim.x) {
-            ml[2 * g] = m_sh[g];
-            ml[2 * g + 1] = l_sh[g];
-        }
-    }
+    mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
 #define MLA_MMA_KERNEL(name, TY)                                                                              \
@@ -706,11 +722,9 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
         const int nt = (int)min((long long)MLA_KT64, k_end - kb);
         if (tid < MLA_KT64) {
             long long r = -1;
-            if (tid < nt) {
-                const long long idx = kb + tid;
-                const long long t = use_sel ? (long long)sel[(long long)tok * n_sel + idx] : idx;
-                if (t <= pos) r = paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t);
-            }
+            if (tid < nt)
+                r = mla_key_row(kb + tid, use_sel, sel, n_sel, tok, pos, tables, n_table, token_seq, max_blocks,
+                                block_size, krows);
             rows[tid] = r;
         }
         __syncthreads();
@@ -822,28 +836,7 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const int g = g4 + 8 * hh;
-        if (g >= hg) continue;
-        const float inv = splits == 1 ? (l_sh[g] > 0.0f ? 1.0f / l_sh[g] : 0.0f) : 1.0f;
-        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
-                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-            if (i < nd) {
-                const int d = dbase + 8 * i + 2 * t4;
-                dst[d] = acc[i][2 * hh] * inv;
-                dst[d + 1] = acc[i][2 * hh + 1] * inv;
-            }
-    }
-    if (splits > 1) {
-        float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
-        for (int g = tid; g < hg; g += blockDim.x) {
-            ml[2 * g] = m_sh[g];
-            ml[2 * g + 1] = l_sh[g];
-        }
-    }
+    mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
 #define MLA_MMA64_KERNEL(name, TY)                                                                            \
