@@ -466,6 +466,34 @@ __device__ __forceinline__ long long mla_key_row(long long idx, bool use_sel, co
     return t <= pos ? paged_row(tables, n_table, token_seq, max_blocks, block_size, krows, tok, t) : -1;
 }
 
+// The running output's factor after a new maximum: rows g4 (c0) and g4 + 8 (c1).
+__device__ __forceinline__ void mla_mma_rescale(float (&acc)[8][4], int nd, float c0, float c1) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        if (i < nd) {
+            acc[i][0] *= c0;
+            acc[i][1] *= c0;
+            acc[i][2] *= c1;
+            acc[i][3] *= c1;
+        }
+    }
+}
+
+// acc += P · V for one 16-key step: `a` the P fragment, `v` the lane's first V value (key
+// 2·t4 of the step, dim dbase + g4) in key rows of `st` values; n-tile i is dims + 8·i.
+template <int TY>
+__device__ __forceinline__ void mla_mma_pv(float (&acc)[8][4], int nd, const u32 (&a)[4], const u16* v, int st) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        if (i < nd) {
+            const u16* vp = v + 8 * i;
+            const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
+            const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
+            mma_m16n8k16<TY>(acc[i], a, b0, b1);
+        }
+    }
+}
+
 // A tensor-core kernel's end: lane (g4, t4)'s accumulators (rows g4, g4 + 8 at dims dbase +
 // 8i + 2·t4, + 1) normalised into `out` with one split, else raw into the split's partial rows
 // with its (max, sum) a head for mla_combine.
@@ -621,41 +649,29 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
             const float* p1 = ps + (g4 + 8) * MLA_KT + 2 * t4;
             const u32 a[4] = {r0ok ? mla_pack2<TY>(p0[0], p0[1]) : 0u, r1ok ? mla_pack2<TY>(p1[0], p1[1]) : 0u,
                               r0ok ? mla_pack2<TY>(p0[8], p0[9]) : 0u, r1ok ? mla_pack2<TY>(p1[8], p1[9]) : 0u};
-            const u16* v0 = kh + (2 * t4) * st + dbase + g4;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                if (i < nd) {
-                    acc[i][0] *= c0;
-                    acc[i][1] *= c0;
-                    acc[i][2] *= c1;
-                    acc[i][3] *= c1;
-                    const u16* vp = v0 + 8 * i;
-                    const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
-                    const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
-                    mma_m16n8k16<TY>(acc[i], a, b0, b1);
-                }
-            }
+            mla_mma_rescale(acc, nd, c0, c1);
+            mla_mma_pv<TY>(acc, nd, a, kh + (2 * t4) * st + dbase + g4, st);
         }
         __syncthreads();
     }
     mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
-#define MLA_MMA_KERNEL(name, TY)                                                                              \
-    extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_attention_mma_##name(                        \
-        const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,  \
-        long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                 \
-        const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,         \
-        int n_heads, int dk, int dv, int n_kv, float scale, int G, int n_groups, int chunk, int splits,       \
-        float* out, float* part) {                                                                            \
-        pdl_enter();                                                                                          \
-        (void)kty;                                                                                            \
-        mla_attention_mma<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table,    \
-                              token_seq, max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv,  \
-                              scale, G, n_groups, chunk, splits, out, part);                                  \
+#define MLA_MMA_KERNEL(fn, name, TY)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MLA_THREADS) fn##_##name(                                        \
+        const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,     \
+        long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                     \
+        const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,             \
+        int n_heads, int dk, int dv, int n_kv, float scale, int G, int n_groups, int chunk, int splits,           \
+        float* out, float* part) {                                                                                \
+        pdl_enter();                                                                                              \
+        (void)kty;                                                                                                \
+        fn<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table, token_seq,            \
+               max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv, scale, G, n_groups, chunk,     \
+               splits, out, part);                                                                                \
     }
-MLA_MMA_KERNEL(f16, CACHE_F16)
-MLA_MMA_KERNEL(bf16, CACHE_BF16)
+MLA_MMA_KERNEL(mla_attention_mma, f16, CACHE_F16)
+MLA_MMA_KERNEL(mla_attention_mma, bf16, CACHE_BF16)
 
 // ---- the same on 64-key tiles --------------------------------------------------------------
 // mla_attention_mma's plan, partials and roundings, with a tile of MLA_KT64 keys: warp w scores
@@ -810,47 +826,17 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
             l_sh[tid] = l_sh[tid] * cr + sum;
         }
         // P·V: A = P (rows g4, g4 + 8; keys k0 + 2·t4.. and k0 + 8 + 2·t4..), B = V (keys × dims).
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            if (i < nd) {
-                acc[i][0] *= cr0;
-                acc[i][1] *= cr0;
-                acc[i][2] *= cr1;
-                acc[i][3] *= cr1;
-            }
-        }
+        mla_mma_rescale(acc, nd, cr0, cr1);
         const u16* pa = ph + g4 * MLA_PST + 2 * t4;
         for (int k0 = 0; k0 < nt; k0 += 16) {
             const u32 a[4] = {*(const u32*)(pa + k0), *(const u32*)(pa + 8 * MLA_PST + k0), *(const u32*)(pa + k0 + 8),
                               *(const u32*)(pa + 8 * MLA_PST + k0 + 8)};
-            const u16* v0p = kh + (k0 + 2 * t4) * st + dbase + g4;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                if (i < nd) {
-                    const u16* vp = v0p + 8 * i;
-                    const u32 b0 = (u32)vp[0] | ((u32)vp[st] << 16);
-                    const u32 b1 = (u32)vp[8 * st] | ((u32)vp[9 * st] << 16);
-                    mma_m16n8k16<TY>(acc[i], a, b0, b1);
-                }
-            }
+            mla_mma_pv<TY>(acc, nd, a, kh + (k0 + 2 * t4) * st + dbase + g4, st);
         }
         __syncthreads();
     }
     mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
-#define MLA_MMA64_KERNEL(name, TY)                                                                            \
-    extern "C" __global__ void __launch_bounds__(MLA_THREADS) mla_attention_mma64_##name(                      \
-        const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,  \
-        long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                 \
-        const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,         \
-        int n_heads, int dk, int dv, int n_kv, float scale, int G, int n_groups, int chunk, int splits,       \
-        float* out, float* part) {                                                                            \
-        pdl_enter();                                                                                          \
-        (void)kty;                                                                                            \
-        mla_attention_mma64<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table,  \
-                                token_seq, max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv, \
-                                scale, G, n_groups, chunk, splits, out, part);                                \
-    }
-MLA_MMA64_KERNEL(f16, CACHE_F16)
-MLA_MMA64_KERNEL(bf16, CACHE_BF16)
+MLA_MMA_KERNEL(mla_attention_mma64, f16, CACHE_F16)
+MLA_MMA_KERNEL(mla_attention_mma64, bf16, CACHE_BF16)

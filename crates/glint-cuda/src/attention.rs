@@ -818,10 +818,10 @@ mod tests {
         for k in [
             "mla_attention(",
             "mla_combine(",
-            "MLA_MMA_KERNEL(f16,",
-            "MLA_MMA_KERNEL(bf16,",
-            "MLA_MMA64_KERNEL(f16,",
-            "MLA_MMA64_KERNEL(bf16,",
+            "MLA_MMA_KERNEL(mla_attention_mma, f16,",
+            "MLA_MMA_KERNEL(mla_attention_mma, bf16,",
+            "MLA_MMA_KERNEL(mla_attention_mma64, f16,",
+            "MLA_MMA_KERNEL(mla_attention_mma64, bf16,",
         ] {
             assert!(mla.contains(k), "kernels/mla.cu: {k}");
         }

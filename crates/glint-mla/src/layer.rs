@@ -403,14 +403,14 @@ fn indexer_keys<B: Backend>(
 ) -> Result<()> {
     let n = step.n;
     let id = &iw.dims;
-    let rp = |heads| rope_params(rope, d, n, heads, id.head_dim, 0, id.rope_mode);
+    let rp = rope_params(rope, d, n, 1, id.head_dim, 0, id.rope_mode);
     be.matmul(&iw.k, a, n, &mut sc.k_raw)?;
     be.indexer_k_rows(
         &sc.k_raw,
         &iw.k_norm,
         &iw.k_norm_bias,
         id.eps,
-        &rp(1),
+        &rp,
         &step.positions,
         &rope.inv_freq,
         &step.slots,
