@@ -5,7 +5,8 @@
 
 BENCH.txt is a device call's `bench.txt` (docs/data/*/bench-call*.txt: "== s34 d16384 FLAGS"
 headers, each followed by the `glint bench` table row); FLAGS (optional) picks the runs whose
-header ends with them (default: no flags). A MoE layer's time at a depth is the issue's anchor,
+header ends with them (default: no flags; several choices separated by `;`, e.g. one for depth 0
+and another for the deeper runs). A MoE layer's time at a depth is the issue's anchor,
 (1/tok_s of the 3 + 4 file − 1/tok_s of the 3 + 2 file) / 2, averaged over the pairs at that
 depth. llama=DIR adds llama.cpp's line from scripts/cuda-llamacpp.sh's llama-3-{2,4}.json.
 Prints the table it plots.
@@ -25,7 +26,7 @@ def glint_layers(path, flags):
             runs.append((cur[0], cur[1], " ".join(cur[2:]), float(line.split("|")[4].split("±")[0])))
     by_depth = defaultdict(list)
     for a, b in zip(runs, runs[1:]):
-        if a[0] == "s34" and b[0] == "s32" and a[1:3] == b[1:3] and a[2] == flags:
+        if a[0] == "s34" and b[0] == "s32" and a[1:3] == b[1:3] and a[2] in flags.split(";"):
             by_depth[int(a[1].lstrip("d").replace("16k", "16384"))].append((1e3 / a[3] - 1e3 / b[3]) / 2)
     return {d: sum(v) / len(v) for d, v in sorted(by_depth.items())}
 
