@@ -314,18 +314,3 @@ extern "C" __global__ void cache_decode(const u8* cache, long long rows, int dim
     CacheView c = {cache, rows, dim, ty};
     out[id] = cache_load(c, id / dim, (int)(id % dim));
 }
-
-// Asks L2 for the first `bytes` of a weight ahead of the product that reads it: launched on the
-// side stream while the main one runs kernels that leave memory idle (the attention), so the
-// product then finds part of its rows in L2. One 16 KiB bulk prefetch a thread, before the wait
-// (weights are never written); a hint, no result depends on it. Hopper only (the host skips it).
-extern "C" __global__ void l2_warm(const u8* w, long long bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const long long off = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 16384;
-    if (off < bytes) {
-        const unsigned n = (unsigned)min(bytes - off, 16384ll) & ~15u;
-        if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + off), "r"(n) : "memory");
-    }
-#endif
-    pdl_enter();
-}

@@ -115,14 +115,6 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
-    /// A hint that `w` is read soon, issued where the device's memory would otherwise idle (a
-    /// side chain beside the attention): a backend with a cache between it and its weights may
-    /// start reading them. No result depends on it; the default does nothing.
-    fn warm_weight(&self, w: &Self::Weight<'_>) -> Result<()> {
-        let _ = w;
-        Ok(())
-    }
-
     /// The key count a step's ops are sized for, given the most keys one of its tokens sees
     /// (`max_seen`) and the step state's key capacity. The default is `max_seen`; a backend
     /// that records steps rounds it up so that decode steps over a growing context share one

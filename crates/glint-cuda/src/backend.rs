@@ -668,9 +668,6 @@ impl Backend for CudaBackend {
     fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, n: usize, out: &mut CudaBuf) -> Result<()> {
         crate::elementwise::silu_mul(self, gate, up, n, out)
     }
-    fn warm_weight(&self, w: &CudaWeight) -> Result<()> {
-        crate::elementwise::l2_warm(self, w)
-    }
     fn add(&self, a: &mut CudaBuf, b: &CudaBuf, n: usize) -> Result<()> {
         crate::elementwise::add(self, a, b, n)
     }

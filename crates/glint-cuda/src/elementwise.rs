@@ -6,7 +6,7 @@ use glint_core::error::need;
 use glint_core::{CoreError, Result, RopeMode, RopeParams, Rows};
 
 use crate::backend::{dev, grid_1d, grid_rows, int, CudaBackend};
-use crate::buffers::{CudaBuf, CudaCache, CudaIds, CudaWeight};
+use crate::buffers::{CudaBuf, CudaCache, CudaIds};
 use crate::compile::Family;
 
 const FAM: Family = Family::Elementwise;
@@ -521,40 +521,5 @@ pub(crate) fn indexer_k_rows(
     // SAFETY: n rows of raw and out (checked), dim weights and biases, n_rot / 2 frequencies,
     // n positions and slots; a slot past the cache's rows is skipped; shared memory holds a row.
     unsafe { l.launch(cfg) }.map_err(dev(op))?;
-    Ok(())
-}
-
-/// `GLINT_CUDA_WARM=MIB`: how much of a weight [`l2_warm`] asks L2 for (0, the default: none).
-fn warm_bytes() -> Result<usize> {
-    static BYTES: std::sync::OnceLock<std::result::Result<usize, String>> =
-        std::sync::OnceLock::new();
-    BYTES
-        .get_or_init(|| match std::env::var("GLINT_CUDA_WARM") {
-            Err(_) => Ok(0),
-            Ok(v) => v
-                .trim()
-                .parse::<usize>()
-                .map(|mib| mib << 20)
-                .map_err(|_| format!("{v:?} is not a size in MiB (0 turns the warm-up off)")),
-        })
-        .clone()
-        .map_err(|msg| CoreError::Param {
-            op: "GLINT_CUDA_WARM",
-            msg,
-        })
-}
-
-/// The first [`warm_bytes`] of `w` to L2 (kernels/elementwise.cu `l2_warm`), on the current
-/// stream; Hopper only (the bulk prefetch).
-pub(crate) fn l2_warm(be: &CudaBackend, w: &CudaWeight) -> Result<()> {
-    let bytes = warm_bytes()?.min(w.data.len());
-    if bytes == 0 || be.info().compute_capability.0 < 9 {
-        return Ok(());
-    }
-    let f = be.func(FAM, "l2_warm")?;
-    let nb = bytes as i64;
-    let mut b = be.launch(&f);
-    b.arg(&w.data).arg(&nb);
-    unsafe { b.launch(grid_1d(bytes.div_ceil(16384))) }.map_err(dev("l2_warm"))?;
     Ok(())
 }

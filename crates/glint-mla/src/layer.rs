@@ -232,9 +232,7 @@ pub fn forward<B: Backend>(
                 })?;
                 b.main(|| q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora))?;
                 b.side_after_main(|| {
-                    indexer_select(be, iw, d, rope, step, keys, &sc.q_lora, &mut sc.ix)?;
-                    // Memory idles through the attention that waits for the selection.
-                    Ok::<_, MlaError>(be.warm_weight(&w.o)?)
+                    indexer_select(be, iw, d, rope, step, keys, &sc.q_lora, &mut sc.ix)
                 })?;
                 b.main(|| {
                     let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
@@ -250,9 +248,7 @@ pub fn forward<B: Backend>(
                 let kv = [&mut sc.kv_rows, &mut sc.kv_raw, &mut sc.kv_normed];
                 latent_rows(be, w, d, rope, a, step, &mut pool.latent, kv)?;
                 // Keys only: no query sees more than top_k keys.
-                indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)?;
-                // The side chain ends well before the attention, through which memory idles.
-                Ok::<_, MlaError>(be.warm_weight(&w.o)?)
+                indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)
             })?;
             b.main(|| {
                 q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
