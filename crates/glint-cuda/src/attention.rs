@@ -490,8 +490,9 @@ fn mla_mma64_smem(dk: usize) -> usize {
 /// The key lists from which the tensor-core attention runs on 64-key tiles: from 1,024 keys by
 /// default (at 2,048 selected keys on an H100, `mla_attention` + `mla_combine` 22.9 µs against
 /// 29.6 for the 16-key tiles, docs/performance.md), every list with `GLINT_CUDA_MLA_TILE64=all`
-/// (the conformance suite's small cases), never with `=0`. Shorter lists keep the 16-key plan
-/// until an end-to-end run says otherwise (the kernel bench has 64-key tiles 5% faster at 67).
+/// (the conformance suite's small cases), never with `=0`. Shorter lists keep the 16-key plan:
+/// at ~70 keys the kernel bench has 64-key tiles 5% faster, but decode on an H200 moved within
+/// its runs' spread (call AA, docs/performance.md).
 fn mla_tile64_from() -> Option<usize> {
     static FROM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *FROM.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_TILE64").as_deref() {
