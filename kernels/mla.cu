@@ -99,6 +99,23 @@ __device__ __forceinline__ void mla_empty_split(float* part, int G, int dv, int 
     }
 }
 
+// The keys a split reads: entries [k_begin, k_end) of the token's list, which is the indexer's
+// n_sel selected rows where it selected (more than n_sel keys in view), else the token's nk
+// causal keys in order. A split with k_begin ≥ L has none.
+struct MlaRange {
+    long long L, k_begin, k_end;
+    bool use_sel;
+};
+__device__ __forceinline__ MlaRange mla_range(long long pos, int n_kv, int has_sel, int n_sel, int split, int chunk) {
+    const long long nk = min(pos + 1, (long long)n_kv);
+    MlaRange r;
+    r.use_sel = has_sel && nk > n_sel;
+    r.L = r.use_sel ? (long long)n_sel : nk;
+    r.k_begin = (long long)split * chunk;
+    r.k_end = min(r.L, r.k_begin + chunk);
+    return r;
+}
+
 // Blocks an SM must hold at once. Three of 16 heads × 576 fit a Hopper SM's shared memory,
 // but three leave 80 registers a thread, and ptxas then spilled (204 bytes stored, 1080 bytes
 // loaded, inside the tile loop); two give it 128 and no spill. -DMLA_MIN_BLOCKS=3 (the kernel
@@ -137,12 +154,10 @@ extern "C" __global__ void __launch_bounds__(MLA_THREADS, MLA_MIN_BLOCKS)
     long long* rows = (long long*)(mla_sm + off);  // KT
 
     const long long pos = positions[tok];
-    const long long nk = min(pos + 1, (long long)n_kv);
-    const bool use_sel = has_sel && nk > n_sel;
-    const long long L = use_sel ? (long long)n_sel : nk;
-    const long long k_begin = (long long)split * chunk;
-    const long long k_end = min(L, k_begin + chunk);
-    if (splits > 1 && k_begin >= L) {
+    const MlaRange kr = mla_range(pos, n_kv, has_sel, n_sel, split, chunk);
+    const bool use_sel = kr.use_sel;
+    const long long k_begin = kr.k_begin, k_end = kr.k_end;
+    if (splits > 1 && k_begin >= kr.L) {
         mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
@@ -548,12 +563,10 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
     long long* rows = (long long*)(hs + 16);            // MLA_KT
 
     const long long pos = positions[tok];
-    const long long nk = min(pos + 1, (long long)n_kv);
-    const bool use_sel = has_sel && nk > n_sel;
-    const long long L = use_sel ? (long long)n_sel : nk;
-    const long long k_begin = (long long)split * chunk;
-    const long long k_end = min(L, k_begin + chunk);
-    if (splits > 1 && k_begin >= L) {
+    const MlaRange kr = mla_range(pos, n_kv, has_sel, n_sel, split, chunk);
+    const bool use_sel = kr.use_sel;
+    const long long k_begin = kr.k_begin, k_end = kr.k_end;
+    if (splits > 1 && k_begin >= kr.L) {
         mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
@@ -712,12 +725,10 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
     long long* rows = (long long*)(hs + 16);      // MLA_KT64
 
     const long long pos = positions[tok];
-    const long long nk = min(pos + 1, (long long)n_kv);
-    const bool use_sel = has_sel && nk > n_sel;
-    const long long L = use_sel ? (long long)n_sel : nk;
-    const long long k_begin = (long long)split * chunk;
-    const long long k_end = min(L, k_begin + chunk);
-    if (splits > 1 && k_begin >= L) {
+    const MlaRange kr = mla_range(pos, n_kv, has_sel, n_sel, split, chunk);
+    const bool use_sel = kr.use_sel;
+    const long long k_begin = kr.k_begin, k_end = kr.k_end;
+    if (splits > 1 && k_begin >= kr.L) {
         mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
