@@ -58,7 +58,12 @@
 // Partner-format block sizes (elements, bytes).
 #define Q8_0_BYTES 34
 #define Q8_1_BYTES 36
-#define Q8_K_BYTES 292
+// Q8_K's ggml block is 292 bytes (d, qs, bsums); on the GPU each is padded to 304 (19 × 16), so
+// activation rows and blocks stay 16-byte aligned: the MMQ tiles copy them in 16-byte pieces
+// (73 four-byte ones before), and 8 tokens' blocks 76 words apart put an MMA operand read in
+// distinct banks (73 apart: two-way conflicts). crates/glint-cuda's Q8_K_GPU_BYTES is this.
+#define Q8_K_BYTES 304
+#define Q8_K_PIECES (Q8_K_BYTES / 16)
 
 __device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
 __device__ __forceinline__ u32 ld32(const u8* p) { return (u32)ld16(p) | ((u32)ld16(p + 2) << 16); }
@@ -1956,17 +1961,16 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
 }
 
 // Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as` (one per token, in
-// order), a warp per token (its 73 words in three coalesced passes, no index division). Every
-// thread of the block takes part.
+// order): the 19 sixteen-byte pieces of each.
 __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
                                           long long act_stride, int b) {
-    const int lane = threadIdx.x & 31;
-    for (int t = threadIdx.x >> 5; t < MMQ_BN; t += 4) {
-        const u32* src = (const u32*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES);
-        u32* dst = (u32*)(as + t * Q8_K_BYTES);
+    // Four threads a token, pieces c ≡ tid mod 4 (the kernels run 128 threads: 4 · MMQ_BN).
+    const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
+    const uint4* src = (const uint4*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES) + c0;
+    uint4* dst = (uint4*)(as + t * Q8_K_BYTES) + c0;
 #pragma unroll
-        for (int c = lane; c < Q8_K_BYTES / 4; c += 32) dst[c] = src[c];
-    }
+    for (int k = 0; k < (Q8_K_PIECES + 3) / 4; ++k)
+        if (c0 + 4 * k < Q8_K_PIECES) dst[4 * k] = src[4 * k];
 }
 
 #define MMQ_ARGS                                                                                         \
@@ -2226,18 +2230,28 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    // Step b's copies: the block's rows' block b (16-byte pieces; TS is a multiple of 16), and
-    // a warp per token its Q8_K block b (4-byte pieces: 292-byte blocks).
+    // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
+    // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
+    // its Q8_K block b), so each thread forms one address a step and its pieces sit at constant
+    // offsets from it (an index division and a 64-bit product a piece before).
+    static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
     auto issue = [&](const u8* wt, int b, const int* xr) {
-        for (int i = tid; i < MMQ_BM * (W::TS / 16); i += 128) {
-            const int r = i / (W::TS / 16), c = i - r * (W::TS / 16);
-            cp_async16(raw + r * W::TS + 16 * c,
-                       wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c);
+        constexpr int WP = W::TS / 16;
+        {
+            const int r = tid >> 1, c0 = tid & 1;
+            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
+            u8* dst = raw + r * W::TS + 16 * c0;
+#pragma unroll
+            for (int k = 0; k < (WP + 1) / 2; ++k)
+                if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
         }
-        u8* as = as2[b & 1];
-        for (int t = warp; t < MMQ_BN; t += 4) {
-            const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES;
-            for (int c = lane; c < Q8_K_BYTES / 4; c += 32) cp_async4(as + t * Q8_K_BYTES + 4 * c, src + 4 * c);
+        {
+            const int t = tid >> 2, c0 = tid & 3;
+            const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
+            u8* dst = as2[b & 1] + t * Q8_K_BYTES + 16 * c0;
+#pragma unroll
+            for (int k = 0; k < (Q8_K_PIECES + 3) / 4; ++k)
+                if (c0 + 4 * k < Q8_K_PIECES) cp_async16(dst + 64 * k, src + 64 * k);
         }
         cp_async_commit();
     };
@@ -2491,6 +2505,8 @@ __device__ __forceinline__ void q8_k_from_values(const float (&v)[8], u8* __rest
         }
     }
     u8* o = out + b * Q8_K_BYTES;
+    // The pad past ggml's 292 bytes: copied with the block (the MMQ tiles), never summed.
+    if (lane < 3) *(u32*)(o + 292 + 4 * lane) = 0;
     if (amax == 0.0f) {
         u32* q32 = (u32*)(o + 4 + 8 * lane);
         q32[0] = 0;

@@ -325,6 +325,24 @@ fn grouped(n_tokens: usize, pairs: usize, slices: usize) -> bool {
     on && n_tokens > 1 && 2 * pairs >= slices && slices <= GROUP_MAX_SLICES
 }
 
+/// Bytes of a Q8_K activation block on the GPU: ggml's 292 padded to 304, so rows and blocks
+/// are 16-byte aligned for the MMQ tiles' copies (kernels/quant.cu `Q8_K_BYTES`).
+pub(crate) const Q8_K_GPU_BYTES: usize = 304;
+
+/// Bytes of `cols` activations in `partner`'s format as the kernels lay them out: glint-quant's
+/// (the CPU's) for every partner, with Q8_K's blocks padded to [`Q8_K_GPU_BYTES`].
+fn act_bytes(
+    partner: GgmlType,
+    cols: usize,
+) -> std::result::Result<usize, glint_quant::QuantError> {
+    let bytes = glint_quant::dot::activation_bytes(partner, cols)?;
+    Ok(if partner == GgmlType::Q8_K {
+        bytes / partner.type_size() * Q8_K_GPU_BYTES
+    } else {
+        bytes
+    })
+}
+
 /// Bytes of the largest partner format for `rows × cols` activations (the same bound the CPU
 /// backend's scratch uses: cols rounded up to a Q8_K block).
 fn worst_act_bytes(rows: usize, cols: usize) -> usize {
@@ -337,7 +355,7 @@ fn worst_act_bytes(rows: usize, cols: usize) -> usize {
         GgmlType::BF16,
     ]
     .iter()
-    .filter_map(|&p| glint_quant::dot::activation_bytes(p, cols).ok())
+    .filter_map(|&p| act_bytes(p, cols).ok())
     .max()
     .unwrap_or(0)
     .saturating_mul(rows)
@@ -509,7 +527,7 @@ fn activation<'a>(
     cols: usize,
     slots: &'a mut ActSlots,
 ) -> Result<(Act<'a>, i64)> {
-    let stride = glint_quant::dot::activation_bytes(k.partner, cols)?;
+    let stride = act_bytes(k.partner, cols)?;
     let stride_i = i64::try_from(stride).map_err(|_| CoreError::Param {
         op,
         msg: format!("activation row of {stride} bytes"),
@@ -594,7 +612,7 @@ fn written_with_slot(
     cols: usize,
     launch: impl FnOnce(&mut CudaSlice<f32>, &CudaSlice<u8>) -> Result<()>,
 ) -> Result<()> {
-    let stride = glint_quant::dot::activation_bytes(partner, cols)?;
+    let stride = act_bytes(partner, cols)?;
     let bytes = mul(op, rows, stride)?;
     let mut slots = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     let (version, yd) = y.data_mut_versioned();
@@ -1334,5 +1352,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The host sizes and strides activations with the kernels' Q8_K block (a mismatch reads
+    /// past a row); the padded block holds ggml's whole 292 and keeps 16-byte alignment.
+    #[test]
+    fn q8_k_block_matches_the_kernels() {
+        let src = crate::compile::Family::Quant.source();
+        let line = src
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq(["#define", "Q8_K_BYTES"]))
+            .expect("kernels/quant.cu defines Q8_K_BYTES");
+        let v: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert_eq!(v, Q8_K_GPU_BYTES);
+        assert!(Q8_K_GPU_BYTES >= GgmlType::Q8_K.type_size() && Q8_K_GPU_BYTES % 16 == 0);
+        assert_eq!(
+            act_bytes(GgmlType::Q8_K, 6144).unwrap(),
+            24 * Q8_K_GPU_BYTES
+        );
+        assert_eq!(
+            act_bytes(GgmlType::Q8_0, 6144).unwrap(),
+            glint_quant::dot::activation_bytes(GgmlType::Q8_0, 6144).unwrap()
+        );
     }
 }
