@@ -427,6 +427,17 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     *(uint4*)dst = *(const uint4*)src;
 #endif
 }
+// 16 bytes to dst of which only the first n (0..16) are read from src, the rest zeroed: a
+// block whose end is not 16-byte aligned is copied without reading past it.
+__device__ __forceinline__ void cp_async16_n(void* dst, const void* src, int n) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(n)
+                 : "memory");
+#else
+    for (int i = 0; i < 16; ++i) ((u8*)dst)[i] = i < n ? ((const u8*)src)[i] : 0;
+#endif
+}
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)

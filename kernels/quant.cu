@@ -63,7 +63,6 @@
 // (73 four-byte ones before), and 8 tokens' blocks 76 words apart put an MMA operand read in
 // distinct banks (73 apart: two-way conflicts). crates/glint-cuda's Q8_K_GPU_BYTES is this.
 #define Q8_K_BYTES 304
-#define Q8_K_PIECES (Q8_K_BYTES / 16)
 
 __device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
 __device__ __forceinline__ u32 ld32(const u8* p) { return (u32)ld16(p) | ((u32)ld16(p + 2) << 16); }
@@ -1960,17 +1959,19 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
     }
 }
 
-// Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as` (one per token, in
-// order): the 19 sixteen-byte pieces of each.
+// Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as`, AS bytes a token (in
+// order): its first AS / 16 sixteen-byte pieces (all 19, or MMQ_AS's 17 where no bsums are read).
+template <int AS = Q8_K_BYTES>
 __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
                                           long long act_stride, int b) {
     // Four threads a token, pieces c ≡ tid mod 4 (the kernels run 128 threads: 4 · MMQ_BN).
+    constexpr int NP = AS / 16;
     const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
     const uint4* src = (const uint4*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES) + c0;
-    uint4* dst = (uint4*)(as + t * Q8_K_BYTES) + c0;
+    uint4* dst = (uint4*)(as + t * AS) + c0;
 #pragma unroll
-    for (int k = 0; k < (Q8_K_PIECES + 3) / 4; ++k)
-        if (c0 + 4 * k < Q8_K_PIECES) dst[4 * k] = src[4 * k];
+    for (int k = 0; k < (NP + 3) / 4; ++k)
+        if (c0 + 4 * k < NP) dst[4 * k] = src[4 * k];
 }
 
 #define MMQ_ARGS                                                                                         \
@@ -1996,6 +1997,11 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 // distinct banks.
 #define MMQ_WQ 272
 
+// Bytes a token of a staged Q8_K block in the kernels that read no bsums (mmq_k4, mmq_q6_k): d
+// and the 256 quants, 17 pieces. 68 words apart, 8 tokens' MMA operand reads hit distinct banks,
+// and mmq_k4's two activation buffers keep it under 48 KiB of static shared memory.
+#define MMQ_AS 272
+
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
 // `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), for this
@@ -2003,7 +2009,7 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 // also imn[j][q] = Σ min·(Σ a) over the sub-blocks (8 mins a row in wmn, u8 < 128), from one
 // more MMA each whose weights are the sub-block's min in every place, accumulated in the MMA:
 // the same exact integer as Σ min·bsum, with no per-output work.
-template <bool SIGNED, bool MIN = false>
+template <bool SIGNED, bool MIN = false, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
                                           const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4],
                                           const u8* __restrict__ wmn = nullptr, int (*imn)[4] = nullptr) {
@@ -2035,7 +2041,7 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
         const u32 mn1 = ((m1[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+            const u8* yb = as + (8 * j + g) * AS + 4 + 32 * s + 4 * t4;
             const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
             int c[4];
             mma_s8_16x8x32(c, a0, a1, a2, a3, y0, y1);
@@ -2049,7 +2055,7 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
 }
 
 // mmq_sub32 for 16 sub-blocks of 16 elements (16 scales a row in wsc), an m16n8k16 MMA each.
-template <bool SIGNED>
+template <bool SIGNED, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* __restrict__ wsc,
                                           const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
     const int r1 = r0 + 8;
@@ -2065,7 +2071,7 @@ __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* _
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             int c[4];
-            mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * Q8_K_BYTES + 4 + 16 * s + 4 * t4));
+            mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * AS + 4 + 16 * s + 4 * t4));
             isc[j][0] += sc0 * c[0];
             isc[j][1] += sc0 * c[1];
             isc[j][2] += sc1 * c[2];
@@ -2074,47 +2080,121 @@ __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* _
     }
 }
 
+// 16 bytes at p (2-byte aligned, in shared memory) as four words: five aligned loads, each
+// word two of them put together (`__byte_perm`).
+__device__ __forceinline__ uint4 lds128_a2(const u8* p) {
+    const int mis = (int)((size_t)p & 3);
+    const u32* a = (const u32*)(p - mis);  // offset from p itself: the loads stay shared-memory ones
+    const u32 sel = mis ? 0x5432u : 0x3210u;
+    const u32 w0 = a[0], w1 = a[1], w2 = a[2], w3 = a[3], w4 = a[4];
+    return make_uint4(__byte_perm(w0, w1, sel), __byte_perm(w1, w2, sel), __byte_perm(w2, w3, sel),
+                      __byte_perm(w3, w4, sel));
+}
+
+// Each byte (0..63) of v minus 32, as int8 (__vsub4's result for these bytes in 5 operations
+// instead of 12): after the xor, bit 5 is the 6-bit value's sign, copied into bits 6 and 7.
+__device__ __forceinline__ u32 minus32_6bit(u32 v) {
+    const u32 x = v ^ 0x20202020u, m = x & 0x20202020u;
+    return x | (m << 1) | (m << 2);
+}
+
+// Bytes of shared memory a row's Q6_K block is copied into: the 210-byte block is 2-byte
+// aligned, so it is copied as the 14 sixteen-byte pieces from its address rounded down to 16,
+// and read at that offset (at most 14) there.
+#define Q6K_RAW 224
+
 // Q6_K against Q8_K: a step is one block, staged as 256 signed quants a row (q − 32, in
 // element order) plus its 16 scales and d; each 16-element sub-block's sums are one MMA
 // (m16n8k16), scaled by the sub-block's scale and added (exact); the step value is
-// q6k_block_value of that sum.
-extern "C" __global__ void __launch_bounds__(128) mmq_q6_k(MMQ_ARGS) {
+// q6k_block_value of that sum. The weight blocks of step b + 1 are copied asynchronously
+// (cp.async) while step b's MMAs run, and the activation's after them (one buffer: two would
+// pass 48 KiB); the staging reads the copies in shared memory, 16 elements a thread a pass.
+// Before, each thread loaded its 4 elements' bytes from global memory as 2-byte pieces.
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q6_k(MMQ_ARGS) {
     pdl_enter();
     __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 raw[MMQ_BM * Q6K_RAW];
     __shared__ __align__(16) i8 wsc[MMQ_BM * 16];
     __shared__ float wd[MMQ_BM];
-    __shared__ __align__(16) u8 as[MMQ_BN * Q8_K_BYTES];
+    __shared__ u8 wsh[MMQ_BM];
+    __shared__ __align__(16) u8 as[MMQ_BN * MMQ_AS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * 210;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
-        __syncthreads();
-        // Four consecutive elements 4i.. of a row a time: element e = 128h + 32k + l has its
-        // low nibble in ql[64h + 32(k & 1) + l] (>> 4(k >> 1)), its high bits in
-        // qh[32h + l] (>> 2k).
-        for (int i = tid; i < MMQ_BM * 64; i += 128) {
-            const int r = i >> 6, e = 4 * (i & 63), h = e >> 7, k = (e >> 5) & 3, l = e & 31;
-            const u8* x = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210;
-            const u32 lo = (ld32(x + 64 * h + 32 * (k & 1) + l) >> (4 * (k >> 1))) & 0x0f0f0f0fu;
-            const u32 hi = (ld32(x + 128 + 32 * h + l) >> (2 * k)) & 0x03030303u;
-            *(u32*)(wq + r * MMQ_WQ + e) = __vsub4(lo | (hi << 4), 0x20202020u);
-            if ((i & 63) < 8) *(u16*)(wsc + r * 16 + 2 * (i & 63)) = ld16(x + 192 + 2 * (i & 63));
-            if ((i & 63) == 8) wd[r] = ldh(x + 208);
+    // Two threads a row, pieces c ≡ tid mod 2; the last piece stops at the block's end.
+    auto issue_w = [&](const u8* wt, int b) {
+        const int r = tid >> 1, c0 = tid & 1;
+        const size_t a = (size_t)(wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210);
+        const int sh = (int)(a & 15);
+        const u8* src = (const u8*)(a - sh) + 16 * c0;
+        u8* dst = raw + r * Q6K_RAW + 16 * c0;
+#pragma unroll
+        for (int k = 0; k < Q6K_RAW / 32; ++k) {
+            const int p = c0 + 2 * k;
+            cp_async16_n(dst + 32 * k, src + 32 * k, p < Q6K_RAW / 16 - 1 ? 16 : sh + 210 - 16 * p);
         }
-        stage_q8k(as, act, xr, act_stride, b);
-        __syncthreads();
+        if (c0 == 0) wsh[r] = (u8)sh;
+        cp_async_commit();
+    };
+    // Four threads a token, its d and quants (MMQ_AS bytes).
+    auto issue_a = [&](int b, const int* xr) {
+        const int t = tid >> 2, c0 = tid & 3;
+        const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
+        u8* dst = as + t * MMQ_AS + 16 * c0;
+#pragma unroll
+        for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
+            if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
+        cp_async_commit();
+    };
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+        if (b == 0) {
+            __syncthreads();  // x_row is written; the previous tile's readers are done
+            issue_w(wt, 0);
+            issue_a(0, xr);
+        }
+        cp_async_wait_all();
+        __syncthreads();  // step b's copies (and wsh) are visible
+        // Elements e0 = 16·(tid % 16).. of rows tid / 16 + 8k: element e = 128h + 32k' + l has
+        // its low nibble in ql[64h + 32(k' & 1) + l] (>> 4(k' >> 1)), its high bits in
+        // qh[32h + l] (>> 2k'); a pass's 16 elements share h and k'.
+        {
+            const int grp = tid & 15, e0 = 16 * grp, h = e0 >> 7, kk = (e0 >> 5) & 3, l0 = e0 & 31;
+#pragma unroll 1
+            for (int r = tid >> 4; r < MMQ_BM; r += 8) {
+                const u8* x = raw + r * Q6K_RAW + wsh[r];
+                const uint4 ql = lds128_a2(x + 64 * h + 32 * (kk & 1) + l0);
+                const uint4 qh = lds128_a2(x + 128 + 32 * h + l0);
+                const u32 l4[4] = {ql.x, ql.y, ql.z, ql.w}, h4[4] = {qh.x, qh.y, qh.z, qh.w};
+                u32 q[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const u32 lo = (l4[j] >> (4 * (kk >> 1))) & 0x0f0f0f0fu;
+                    const u32 hi = (h4[j] >> (2 * kk)) & 0x03030303u;
+                    q[j] = minus32_6bit(lo | (hi << 4));
+                }
+                *(uint4*)(wq + r * MMQ_WQ + e0) = make_uint4(q[0], q[1], q[2], q[3]);
+                if (grp == 0) *(uint4*)(wsc + r * 16) = lds128_a2(x + 192);
+                if (grp == 1) wd[r] = ldh(x + 208);
+            }
+        }
+        __syncthreads();  // wq is staged and raw is free
+        if (b + 1 < nblocks) issue_w(wt, b + 1);
         int isc[4][4];
-        mmq_sub16<true>(wq, (const u8*)wsc, as, r0, g, t4, isc);
+        mmq_sub16<true, MMQ_AS>(wq, (const u8*)wsc, as, r0, g, t4, isc);
         const float d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
                 v[j][q] = __fadd_rn(v[j][q], q6k_block_value(d0, yd, isc[j][q]));
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q6k_block_value(d1, yd, isc[j][2 + q]));
             }
+        if (b + 1 < nblocks) {
+            __syncthreads();  // every warp's MMAs are done with `as` (and wq)
+            issue_a(b + 1, xr);
+        }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
@@ -2225,15 +2305,16 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
     __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
     __shared__ float2 wd[MMQ_BM];
-    __shared__ __align__(16) u8 as2[2][MMQ_BN * Q8_K_BYTES];
+    __shared__ __align__(16) u8 as2[2][MMQ_BN * MMQ_AS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
     // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
-    // its Q8_K block b), so each thread forms one address a step and its pieces sit at constant
-    // offsets from it (an index division and a 64-bit product a piece before).
+    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step and
+    // its pieces sit at constant offsets from it (an index division and a 64-bit product a
+    // piece before).
     static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
@@ -2248,10 +2329,10 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         {
             const int t = tid >> 2, c0 = tid & 3;
             const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
-            u8* dst = as2[b & 1] + t * Q8_K_BYTES + 16 * c0;
+            u8* dst = as2[b & 1] + t * MMQ_AS + 16 * c0;
 #pragma unroll
-            for (int k = 0; k < (Q8_K_PIECES + 3) / 4; ++k)
-                if (c0 + 4 * k < Q8_K_PIECES) cp_async16(dst + 64 * k, src + 64 * k);
+            for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
+                if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
         }
         cp_async_commit();
     };
@@ -2285,13 +2366,13 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         if (b + 1 < nblocks) issue(wt, b + 1, xr);
         const u8* as = as2[b & 1];
         int isc[4][4], imn[4][4];
-        mmq_sub32<false, true>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
+        mmq_sub32<false, true, MMQ_AS>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
         const float2 d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
                 v[j][q] = __fadd_rn(v[j][q], q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]));
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
