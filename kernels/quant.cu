@@ -2019,6 +2019,18 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 // and mmq_k4's two activation buffers keep it under 48 KiB of static shared memory.
 #define MMQ_AS 272
 
+// stage_q8k<MMQ_AS>'s copy as cp.async (the caller commits and waits): the first MMQ_AS bytes
+// of each token's Q8_K block b, four threads a token.
+__device__ __forceinline__ void copy_q8k_async(u8* as, const u8* __restrict__ act, const int* xr,
+                                               long long act_stride, int b) {
+    const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
+    const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
+    u8* dst = as + t * MMQ_AS + 16 * c0;
+#pragma unroll
+    for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
+        if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
+}
+
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
 // `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), for this
@@ -2158,12 +2170,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) mmq_q6_k(MMQ_ARGS) {
     };
     // Four threads a token, its d and quants (MMQ_AS bytes).
     auto issue_a = [&](int b, const int* xr) {
-        const int t = tid >> 2, c0 = tid & 3;
-        const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
-        u8* dst = as + t * MMQ_AS + 16 * c0;
-#pragma unroll
-        for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
-            if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
+        copy_q8k_async(as, act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
@@ -2353,14 +2360,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
         }
-        {
-            const int t = tid >> 2, c0 = tid & 3;
-            const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
-            u8* dst = as2[b & 1] + t * MMQ_AS + 16 * c0;
-#pragma unroll
-            for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
-                if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
-        }
+        copy_q8k_async(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
