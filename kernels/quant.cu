@@ -1895,17 +1895,9 @@ __device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, 
 #endif
 }
 
-// A step's count of 8-token groups as a type: MmqGroups<4> for a full tile (a constant in the
-// step's code), MmqGroups<0> for the count passed beside it.
-template <int V>
-struct MmqGroups {
-    static constexpr int value = V;
-};
-
-// The tiles, runs and stores of an mmq_* kernel; `step(wt, b, x_row, groups, ng, v)` stages
-// step b of the block's rows (of the expert's weights at wt) and of the activation rows
-// x_row[0..MMQ_BN), and adds (`__fadd_rn`) to v[j][q] this thread's step values for the token
-// groups j < ng (MmqGroups<4> when all four hold a pair): rows g (q 0, 1) and g + 8
+// The tiles, runs and stores of an mmq_* kernel; `step(wt, b, x_row, v)` stages step b of the
+// block's rows (of the expert's weights at wt) and of the activation rows x_row[0..MMQ_BN),
+// and adds (`__fadd_rn`) to v[j][q] this thread's step values: rows g (q 0, 1) and g + 8
 // (q 2, 3) of its warp's 16, tokens 8j + 2t + (q & 1) — added there rather than returned, so no
 // step-value registers stay live beside the sums. It synchronises the block itself.
 template <class Step>
@@ -1925,10 +1917,6 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
             first = (int)tiles[2 + 3 * tile];
             nt = (int)tiles[3 + 3 * tile];
         }
-        // Token groups of 8 holding a pair: the MMAs and step values of the rest are skipped (a
-        // tile of an expert's pairs in prefill holds ~16 of its 32 places; in batched decode,
-        // ~2 at 64 sequences). Uniform over the block, so the warps' MMAs stay converged.
-        const int ng = (nt + 7) >> 3;
         __syncthreads();  // the previous tile's readers are done with out_row / x_row
         if (tid < MMQ_BN) {
             // Places past nt repeat the first pair: computed, never stored.
@@ -1958,12 +1946,7 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
         };
         for (int b = 0; b < nsteps; ++b) {
             while (b >= part_end && part < ks) close_part();
-            // Full tiles take a copy of the step with the group count a constant (no per-group
-            // branches in the MMA loops); partial ones skip the empty groups.
-            if (ng == MMQ_BN / 8)
-                step(wt, b, x_row, MmqGroups<MMQ_BN / 8>{}, ng, acc);
-            else
-                step(wt, b, x_row, MmqGroups<0>{}, ng, acc);
+            step(wt, b, x_row, acc);
         }
         while (part < ks) close_part();
 #pragma unroll
@@ -2040,7 +2023,7 @@ __device__ __forceinline__ void copy_q8k_async(u8* as, const u8* __restrict__ ac
 // the same exact integer as Σ min·bsum, with no per-output work.
 template <bool SIGNED, bool MIN = false, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int ng, int (&isc)[4][4],
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4],
                                           const u8* __restrict__ wmn = nullptr, int (*imn)[4] = nullptr) {
     const int r1 = r0 + 8;
     const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
@@ -2070,7 +2053,6 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
         const u32 mn1 = ((m1[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            if (j >= ng) break;
             const u8* yb = as + (8 * j + g) * AS + 4 + 32 * s + 4 * t4;
             const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
             int c[4];
@@ -2087,7 +2069,7 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
 // mmq_sub32 for 16 sub-blocks of 16 elements (16 scales a row in wsc), an m16n8k16 MMA each.
 template <bool SIGNED, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int ng, int (&isc)[4][4]) {
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
     const int r1 = r0 + 8;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -2100,7 +2082,6 @@ __device__ __forceinline__ void mmq_sub16(const u8* __restrict__ wq, const u8* _
         const int sc1 = SIGNED ? (int)(i8)wsc[16 * r1 + s] : (int)wsc[16 * r1 + s];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            if (j >= ng) break;
             int c[4];
             mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * AS + 4 + 16 * s + 4 * t4));
             isc[j][0] += sc0 * c[0];
@@ -2173,8 +2154,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) mmq_q6_k(MMQ_ARGS) {
         copy_q8k_async(as, act, xr, act_stride, b);
         cp_async_commit();
     };
-    auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
-        const int ng = decltype(full)::value ? decltype(full)::value : ng_tile;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         if (b == 0) {
             __syncthreads();  // x_row is written; the previous tile's readers are done
             issue_w(wt, 0);
@@ -2208,13 +2188,12 @@ extern "C" __global__ void __launch_bounds__(128, 4) mmq_q6_k(MMQ_ARGS) {
         __syncthreads();  // wq is staged and raw is free
         if (b + 1 < nblocks) issue_w(wt, b + 1);
         int isc[4][4];
-        mmq_sub16<true, MMQ_AS>(wq, (const u8*)wsc, as, r0, g, t4, ng, isc);
+        mmq_sub16<true, MMQ_AS>(wq, (const u8*)wsc, as, r0, g, t4, isc);
         const float d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                if (j >= ng) break;
                 const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
                 v[j][q] = __fadd_rn(v[j][q], q6k_block_value(d0, yd, isc[j][q]));
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q6k_block_value(d1, yd, isc[j][2 + q]));
@@ -2245,8 +2224,7 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
     const int row0 = blockIdx.x * MMQ_BM, nunits = cols / W::QK * W::NSUB;
     const long long row_bytes = (long long)(cols / W::QK) * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
-        const int ng = decltype(full)::value ? decltype(full)::value : ng_tile;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         __syncthreads();
         // One (row, unit) a thread at a time: its 32 quants and scales.
         for (int i = tid; i < MMQ_BM * U32_STEP; i += 128) {
@@ -2278,11 +2256,6 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
             const float2 dw0 = wd[r0 * U32_STEP + k], dw1 = wd[r1 * U32_STEP + k];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                if (j >= ng) {
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) uv[j][q] = 0.0f;
-                    continue;
-                }
                 const u8* yb = aq + (8 * j + g) * MMQ_WQ + 32 * k + 4 * t4;
                 int c[4], h[4] = {0, 0, 0, 0};
                 if constexpr (W::HALVES != 0) {
@@ -2363,8 +2336,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         copy_q8k_async(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
-    auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
-        const int ng = decltype(full)::value ? decltype(full)::value : ng_tile;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         if (b == 0) {
             __syncthreads();  // x_row is written; the previous tile's readers are done
             issue(wt, 0, xr);
@@ -2394,13 +2366,12 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         if (b + 1 < nblocks) issue(wt, b + 1, xr);
         const u8* as = as2[b & 1];
         int isc[4][4], imn[4][4];
-        mmq_sub32<false, true, MMQ_AS>(wq, wsc, as, r0, g, t4, ng, isc, wmn, imn);
+        mmq_sub32<false, true, MMQ_AS>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
         const float2 d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                if (j >= ng) break;
                 const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
                 v[j][q] = __fadd_rn(v[j][q], q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]));
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
@@ -2445,8 +2416,7 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    auto step = [&](const u8* wt, int b, const int* xr, auto full, int ng_tile, float (&v)[4][4]) {
-        const int ng = decltype(full)::value ? decltype(full)::value : ng_tile;
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         __syncthreads();  // the previous step's readers are done (and x_row is written)
         // One (row, unit u) a time: its 32 quants and the scales (mins) of its NS / 8
         // sub-blocks; unit 0 also (d, dmin).
@@ -2470,16 +2440,15 @@ __device__ __forceinline__ void mmq_staged(MMQ_ARGS) {
         __syncthreads();
         int isc[4][4];
         if constexpr (NS == 8) {
-            mmq_sub32<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, ng, isc);
+            mmq_sub32<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, isc);
         } else {
-            mmq_sub16<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, ng, isc);
+            mmq_sub16<W::SIGNED != 0>(wq, wsc, as, r0, g, t4, isc);
         }
         const float2 d0 = wd[r0], d1 = wd[r1];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                if (j >= ng) break;
                 const u8* yb = as + (8 * j + 2 * t4 + q) * Q8_K_BYTES;
                 int imn0 = 0, imn1 = 0;
                 if constexpr (W::HAS_MIN != 0) mmq_mins16(wmn, yb, r0, r1, imn0, imn1);
