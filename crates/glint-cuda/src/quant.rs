@@ -1365,7 +1365,7 @@ mod tests {
             .expect("kernels/quant.cu defines Q8_K_BYTES");
         let v: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
         assert_eq!(v, Q8_K_GPU_BYTES);
-        assert!(Q8_K_GPU_BYTES >= GgmlType::Q8_K.type_size() && Q8_K_GPU_BYTES % 16 == 0);
+        assert!(Q8_K_GPU_BYTES >= GgmlType::Q8_K.type_size() && Q8_K_GPU_BYTES.is_multiple_of(16));
         assert_eq!(
             act_bytes(GgmlType::Q8_K, 6144).unwrap(),
             24 * Q8_K_GPU_BYTES
