@@ -2298,64 +2298,51 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
               step);
 }
 
-// Weight stages of mmq_k4: step b + 2's blocks are on their way while step b computes.
-#define MMQ_K4_STAGES 3
-
 // Q4_K and Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W::quants: the
 // nibbles, and Q5_K's fifth bits, in element order) with its 8 scales and mins and (d, dmin);
 // an MMA per 32-element sub-block for Σ scale·(q·a) and one for Σ min·(Σ a) (mmq_sub32),
-// q4k_block_value of them. Software-pipelined: the raw weight blocks of step b + 2 (three
-// buffers) and the activation blocks of step b + 1 (two; the MMAs read them in place) are
-// copied asynchronously while step b computes. With one step ahead a MoE layer's expert
-// products read their weights at ~30% of the probe (docs/performance.md). The buffers pass 48
-// KiB, so they are dynamic shared memory (`mmq_smem` in crates/glint-cuda's quant.rs gives the
-// same sum). The arithmetic is the unpipelined kernel's.
+// q4k_block_value of them. Software-pipelined: step b + 1's weight blocks (raw, one buffer) and
+// activation blocks (two buffers, the MMAs read them in place) are copied asynchronously while
+// step b's MMAs run, so a step no longer waits on DRAM (Nsight: 42% of stalls were global-load
+// scoreboards when each step loaded its own). The arithmetic is the unpipelined kernel's.
 template <class W>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
-    extern __shared__ __align__(16) u8 k4_smem[];
-    constexpr int RAW = MMQ_BM * W::TS;
-    u8* wq = k4_smem;                                     // MMQ_BM × MMQ_WQ
-    u8* raw3 = wq + MMQ_BM * MMQ_WQ;                      // MMQ_K4_STAGES × RAW
-    u8* wsc = raw3 + MMQ_K4_STAGES * RAW;                 // MMQ_BM × 8
-    u8* wmn = wsc + MMQ_BM * 8;                           // MMQ_BM × 8
-    float2* wd = (float2*)(wmn + MMQ_BM * 8);             // MMQ_BM
-    u8* as2 = (u8*)(wd + MMQ_BM);                         // 2 × MMQ_BN × MMQ_AS
+    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
+    __shared__ __align__(16) u8 raw[MMQ_BM * W::TS];
+    __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
+    __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
+    __shared__ float2 wd[MMQ_BM];
+    __shared__ __align__(16) u8 as2[2][MMQ_BN * MMQ_AS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    // Step b's weight copy into stage b % MMQ_K4_STAGES, in 16-byte pieces (TS is a multiple of
-    // 16): two threads a row (pieces c ≡ tid mod 2 of its block b), so each thread forms one
-    // address a step and its pieces sit at constant offsets from it. The caller commits.
+    // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
+    // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
+    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step and
+    // its pieces sit at constant offsets from it (an index division and a 64-bit product a
+    // piece before).
     static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
-    auto issue_w = [&](const u8* wt, int b) {
+    auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
-        const int r = tid >> 1, c0 = tid & 1;
-        const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
-        u8* dst = raw3 + (b % MMQ_K4_STAGES) * RAW + r * W::TS + 16 * c0;
+        {
+            const int r = tid >> 1, c0 = tid & 1;
+            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
+            u8* dst = raw + r * W::TS + 16 * c0;
 #pragma unroll
-        for (int k = 0; k < (WP + 1) / 2; ++k)
-            if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
+            for (int k = 0; k < (WP + 1) / 2; ++k)
+                if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
+        }
+        copy_q8k_async(as2[b & 1], act, xr, act_stride, b);
+        cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
         if (b == 0) {
             __syncthreads();  // x_row is written; the previous tile's readers are done
-            issue_w(wt, 0);
-            copy_q8k_async(as2, act, xr, act_stride, 0);
-            cp_async_commit();
-            if (1 < nblocks) issue_w(wt, 1);
-            cp_async_commit();
+            issue(wt, 0, xr);
         }
-        // Groups in commit order end with A(b) (step b's activations), then W(b + 1): all but
-        // the newest one done means step b's weights and activations are here.
-        cp_async_wait<1>();
-        __syncthreads();  // step b's copies are visible; step b - 1's MMAs are done with wq,
-                          // the activation buffer of b + 1 and the weight stage of b + 2
-        if (b + 1 < nblocks) copy_q8k_async(as2 + ((b + 1) & 1) * (MMQ_BN * MMQ_AS), act, xr, act_stride, b + 1);
-        cp_async_commit();
-        if (b + 2 < nblocks) issue_w(wt, b + 2);
-        cp_async_commit();
-        const u8* raw = raw3 + (b % MMQ_K4_STAGES) * RAW;
+        cp_async_wait_all();
+        __syncthreads();  // step b's copies are visible; step b - 1's MMAs are done with wq
         // One (row, unit u) a time: unit u's quants (elements 16h.. of sub-blocks 2p, 2p + 1)
         // and sub-block u's scale and min; unit 0 also d and dmin.
         for (int i = tid; i < MMQ_BM * 8; i += 128) {
@@ -2375,8 +2362,9 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 wd[r] = make_float2(__half2float(__ushort_as_half((u16)(hd.x & 0xffff))),
                                     __half2float(__ushort_as_half((u16)(hd.x >> 16))));
         }
-        __syncthreads();  // wq is staged
-        const u8* as = as2 + (b & 1) * (MMQ_BN * MMQ_AS);
+        __syncthreads();  // wq is staged and raw is free
+        if (b + 1 < nblocks) issue(wt, b + 1, xr);
+        const u8* as = as2[b & 1];
         int isc[4][4], imn[4][4];
         mmq_sub32<false, true, MMQ_AS>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
         const float2 d0 = wd[r0], d1 = wd[r1];
@@ -2391,9 +2379,10 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
-// Three blocks a multiprocessor (their shared memory: 64,000 bytes for Q4_K, 70,144 for Q5_K).
-extern "C" __global__ void __launch_bounds__(128, 3) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 3) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k>(MMQ_PASS); }
+// Four blocks a multiprocessor: ptxas then keeps these to 128 registers without spilling (130
+// unbounded, three blocks).
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k>(MMQ_PASS); }
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.

@@ -847,32 +847,6 @@ fn with_stage(
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
-/// Bytes a row of staged weight codes and a token of staged activations in the `mmq_*`
-/// kernels, and `mmq_k4`'s weight stages (kernels/quant.cu MMQ_WQ, MMQ_AS, MMQ_K4_STAGES).
-const MMQ_WQ: usize = 272;
-const MMQ_AS: usize = 272;
-const MMQ_K4_STAGES: usize = 3;
-
-/// Dynamic shared memory of `mmq_*` kernel `name` for weights of `ty`, allowed for `f`:
-/// `mmq_k4`'s (Q4_K, Q5_K) buffers — staged codes, the weight stages, scales, mins and d, two
-/// activation tiles — pass the 48 KiB of static memory; the others use static memory only.
-fn mmq_smem(
-    be: &CudaBackend,
-    op: &'static str,
-    f: &CudaFunction,
-    name: &'static str,
-    ty: GgmlType,
-) -> Result<u32> {
-    if !matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
-        return Ok(0);
-    }
-    let bytes = MMQ_BM * MMQ_WQ
-        + MMQ_K4_STAGES * MMQ_BM * ty.type_size()
-        + 3 * MMQ_BM * 8
-        + 2 * MMQ_BN * MMQ_AS;
-    be.smem.allow(be, op, f, name, bytes)?;
-    Ok(bytes as u32)
-}
 
 /// One `mmq_*` block per MMQ_BM rows and token tile (tiles past the grid's height are
 /// strided over it).
@@ -1038,9 +1012,6 @@ fn matmul_with(
         Some(fg) => fg,
         None => (be.func(Family::Quant, name)?, grid),
     };
-    if Some(name) == mmq_kernel(w.ty) {
-        grid.shared_mem_bytes = mmq_smem(be, OP, &f, name, w.ty)?;
-    }
     let mut b = be.launch(&f);
     b.arg(&w.data);
     act.push(&mut b);
@@ -1190,10 +1161,8 @@ fn mul_mat_id_with(
             .arg(&mut tiles)
             .arg(&used_i)
             .arg(&per_slot_i);
-        let grid = if let Some(m) = mmq {
-            let mut grid = mmq_grid(rows, max_tiles(pairs, slices, tile));
-            grid.shared_mem_bytes = mmq_smem(be, OP, &f, m, w.ty)?;
-            grid
+        let grid = if mmq.is_some() {
+            mmq_grid(rows, max_tiles(pairs, slices, tile))
         } else {
             mv_grid(rows, max_tiles(pairs, slices, tile), ks)
         };
@@ -1388,7 +1357,7 @@ mod tests {
     /// The host sizes and strides activations with the kernels' Q8_K block (a mismatch reads
     /// past a row); the padded block holds ggml's whole 292 and keeps 16-byte alignment.
     #[test]
-    fn q8_k_block_and_mmq_tiles_match_the_kernels() {
+    fn q8_k_block_matches_the_kernels() {
         let src = crate::compile::Family::Quant.source();
         let line = src
             .lines()
@@ -1396,23 +1365,6 @@ mod tests {
             .expect("kernels/quant.cu defines Q8_K_BYTES");
         let v: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
         assert_eq!(v, Q8_K_GPU_BYTES);
-        for (name, host) in [
-            ("MMQ_BM", MMQ_BM),
-            ("MMQ_BN", MMQ_BN),
-            ("MMQ_WQ", MMQ_WQ),
-            ("MMQ_AS", MMQ_AS),
-            ("MMQ_K4_STAGES", MMQ_K4_STAGES),
-        ] {
-            let line = src
-                .lines()
-                .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
-                .unwrap_or_else(|| panic!("kernels/quant.cu defines {name}"));
-            assert_eq!(
-                line.split_whitespace().nth(2).unwrap(),
-                host.to_string(),
-                "{name}"
-            );
-        }
         assert!(Q8_K_GPU_BYTES >= GgmlType::Q8_K.type_size() && Q8_K_GPU_BYTES.is_multiple_of(16));
         assert_eq!(
             act_bytes(GgmlType::Q8_K, 6144).unwrap(),
