@@ -3,7 +3,8 @@
 # plot): llama.cpp CUDA is built from device-pack/llama.cpp.tar.xz (scripts/llamacpp-pack.sh)
 # while glint writes the synthetic 3 dense + 2 and 3 dense + 4 MoE files (256 experts,
 # Q4_K_M-like) and benchmarks them; then llama-bench runs the same tests on the same files.
-# JSON of both engines goes to $OUT; scripts/side-by-side.py makes the table and the plot.
+# JSON of both engines goes to $OUT/side-by-side.tar; scripts/side-by-side.py makes the table
+# and the plot from its contents.
 # Runs on a GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,3 +51,6 @@ for moe in 2 4; do
   log "llama-bench 3+$moe rc=$?"
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/timeline.txt"
+# The device returns at most 8 files of a run's $OUT (call AD lost its llama.cpp tables to
+# that): everything goes into one tar.
+(cd "$out" && tar -cf side-by-side.tar --exclude=side-by-side.tar . && find . -type f ! -name side-by-side.tar -delete)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine, from a checkout holding device-bin/ (scripts/cuda-build.sh): every
-# CUDA test there, one log per binary under $OUT (default /tmp/cuda-tests), and a summary of
-# GPU, driver, commit and tests passed — the summary docs/cuda.md records.
+# CUDA test there, one log per binary (packed into $OUT/logs.tar at the end; OUT defaults to
+# /tmp/cuda-tests), and a summary of GPU, driver, commit and tests passed — the summary
+# docs/cuda.md records.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-tests}
@@ -28,5 +29,7 @@ for t in device-bin/tests/*; do
   printf '%-44s rc=%d %6.1fs  %s\n' "$name" "$rc" "$secs" "$line" >> "$summary"
   [ $rc -eq 0 ] || status=1
 done
+# The device returns at most 8 files of a run's $OUT: the per-binary logs go into one tar.
+(cd "$out" && tar -cf logs.tar ./*.log && rm -f ./*.log)
 cat "$summary"
 exit $status
