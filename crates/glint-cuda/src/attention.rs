@@ -777,16 +777,6 @@ pub(crate) fn mla_attention(
 mod tests {
     use super::*;
 
-    /// The value of `#define name v` in a family's source.
-    fn define(fam: Family, name: &str) -> usize {
-        let src = fam.source();
-        let line = src
-            .lines()
-            .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
-            .unwrap_or_else(|| panic!("{}: no #define {name}", fam.file()));
-        line.split_whitespace().nth(2).unwrap().parse().unwrap()
-    }
-
     /// The shapes the host plans grids and shared memory with are the kernels' own: a block of
     /// keys or threads that differs between the two is a silent out-of-bounds or missed key.
     #[test]
@@ -798,7 +788,7 @@ mod tests {
             ("MLA_MMA_DKMAX", MLA_MMA_DKMAX),
             ("MLA_KT64", MLA_KT64),
         ] {
-            assert_eq!(define(Family::Mla, name), host, "kernels/mla.cu {name}");
+            assert_eq!(Family::Mla.define(name), host, "kernels/mla.cu {name}");
         }
         for (name, host) in [
             ("IDX_T32_KT", IDX_T32_KT),
@@ -806,7 +796,7 @@ mod tests {
             ("TOPK_CLUSTER", TOPK_CLUSTER),
         ] {
             assert_eq!(
-                define(Family::Indexer, name),
+                Family::Indexer.define(name),
                 host,
                 "kernels/indexer.cu {name}"
             );

@@ -109,6 +109,18 @@ impl Family {
         s.push_str(self.body());
         s
     }
+
+    /// The value of `#define name v` in this family's source: the host tests hold the host's
+    /// shapes (grids, strides, shared memory) to the kernels' own.
+    #[cfg(test)]
+    pub(crate) fn define(self, name: &str) -> usize {
+        let src = self.source();
+        let line = src
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
+            .unwrap_or_else(|| panic!("{}: no #define {name}", self.file()));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
 }
 
 /// The `--gpu-architecture` for a compute capability: Hopper's `a` variant (wgmma, TMA) on

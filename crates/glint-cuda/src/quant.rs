@@ -1358,13 +1358,10 @@ mod tests {
     /// past a row); the padded block holds ggml's whole 292 and keeps 16-byte alignment.
     #[test]
     fn q8_k_block_matches_the_kernels() {
-        let src = crate::compile::Family::Quant.source();
-        let line = src
-            .lines()
-            .find(|l| l.split_whitespace().take(2).eq(["#define", "Q8_K_BYTES"]))
-            .expect("kernels/quant.cu defines Q8_K_BYTES");
-        let v: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
-        assert_eq!(v, Q8_K_GPU_BYTES);
+        assert_eq!(
+            crate::compile::Family::Quant.define("Q8_K_BYTES"),
+            Q8_K_GPU_BYTES
+        );
         assert!(Q8_K_GPU_BYTES >= GgmlType::Q8_K.type_size() && Q8_K_GPU_BYTES.is_multiple_of(16));
         assert_eq!(
             act_bytes(GgmlType::Q8_K, 6144).unwrap(),
