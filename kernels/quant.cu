@@ -1960,18 +1960,24 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
 }
 
 // Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as`, AS bytes a token (in
-// order): its first AS / 16 sixteen-byte pieces (all 19, or MMQ_AS's 17 where no bsums are read).
-template <int AS = Q8_K_BYTES>
+// order): its first AS / 16 sixteen-byte pieces (all 19, or MMQ_AS's 17 where no bsums are
+// read), four threads a token (the kernels run 128 threads: 4 · MMQ_BN). ASYNC: as cp.async
+// (the caller commits and waits).
+template <int AS = Q8_K_BYTES, bool ASYNC = false>
 __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
                                           long long act_stride, int b) {
-    // Four threads a token, pieces c ≡ tid mod 4 (the kernels run 128 threads: 4 · MMQ_BN).
     constexpr int NP = AS / 16;
     const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
-    const uint4* src = (const uint4*)(act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES) + c0;
-    uint4* dst = (uint4*)(as + t * AS) + c0;
+    const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
+    u8* dst = as + t * AS + 16 * c0;
 #pragma unroll
-    for (int k = 0; k < (NP + 3) / 4; ++k)
-        if (c0 + 4 * k < NP) dst[4 * k] = src[4 * k];
+    for (int k = 0; k < (NP + 3) / 4; ++k) {
+        if (c0 + 4 * k >= NP) continue;
+        if constexpr (ASYNC)
+            cp_async16(dst + 64 * k, src + 64 * k);
+        else
+            *(uint4*)(dst + 64 * k) = *(const uint4*)(src + 64 * k);
+    }
 }
 
 #define MMQ_ARGS                                                                                         \
@@ -2001,18 +2007,6 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 // and the 256 quants, 17 pieces. 68 words apart, 8 tokens' MMA operand reads hit distinct banks,
 // and mmq_k4's two activation buffers keep it under 48 KiB of static shared memory.
 #define MMQ_AS 272
-
-// stage_q8k<MMQ_AS>'s copy as cp.async (the caller commits and waits): the first MMQ_AS bytes
-// of each token's Q8_K block b, four threads a token.
-__device__ __forceinline__ void copy_q8k_async(u8* as, const u8* __restrict__ act, const int* xr,
-                                               long long act_stride, int b) {
-    const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
-    const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
-    u8* dst = as + t * MMQ_AS + 16 * c0;
-#pragma unroll
-    for (int k = 0; k < (MMQ_AS / 16 + 3) / 4; ++k)
-        if (c0 + 4 * k < MMQ_AS / 16) cp_async16(dst + 64 * k, src + 64 * k);
-}
 
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
@@ -2151,7 +2145,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) mmq_q6_k(MMQ_ARGS) {
     };
     // Four threads a token, its d and quants (MMQ_AS bytes).
     auto issue_a = [&](int b, const int* xr) {
-        copy_q8k_async(as, act, xr, act_stride, b);
+        stage_q8k<MMQ_AS, true>(as, act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
@@ -2333,7 +2327,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
         }
-        copy_q8k_async(as2[b & 1], act, xr, act_stride, b);
+        stage_q8k<MMQ_AS, true>(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
