@@ -15,7 +15,8 @@
 //! For a GPU whose architecture NVRTC knows, the programs are compiled to machine code
 //! (`sm_90a` cubins on Hopper), not PTX: PTX would leave the driver to translate it when the
 //! modules load, one program after another, which took 65-80 s on a fresh H200 machine on top
-//! of the compile. `GLINT_CUDA_JIT=1` asks for PTX anyway.
+//! of the compile. `GLINT_CUDA_JIT=1` asks for PTX anyway. `GLINT_NVRTC_LINEINFO=1` adds source
+//! lines to the code (`--generate-line-info`) for Nsight Compute's per-line view.
 //!
 //! The cache key is a hash of everything that changes the output: the full source text, the
 //! target architecture, NVRTC's version, the driver's version and the options. An entry is
@@ -79,7 +80,8 @@ impl Family {
 
     /// The text NVRTC compiles for program `part` of [`Family::parts`]: [`Family::source`]
     /// with, for quant.cu, only the `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` and `MMQ_STAGED(..)`
-    /// lines whose index is `part` modulo the part count.
+    /// lines whose index is `part` modulo the part count; the others become empty lines, so a
+    /// line number in every part is the one in kernels/quant.cu (profilers' source views).
     pub fn part_source(self, part: usize) -> String {
         let n = self.parts();
         if n == 1 {
@@ -88,12 +90,16 @@ impl Family {
         let mut i = 0;
         self.source()
             .lines()
-            .filter(|l| {
+            .map(|l| {
                 if !is_shared_line(l) {
-                    return true;
+                    return l;
                 }
                 i += 1;
-                (i - 1) % n == part
+                if (i - 1) % n == part {
+                    l
+                } else {
+                    ""
+                }
             })
             .flat_map(|l| [l, "\n"])
             .collect()
@@ -291,11 +297,16 @@ fn compile_part(
     }
     let src = family.part_source(part);
     let includes = include_paths();
-    let options = vec![
+    let mut options = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         "-default-device".to_string(),
     ];
+    // Source lines in the machine code, for Nsight Compute's per-line stall view (no change to
+    // the code itself).
+    if std::env::var("GLINT_NVRTC_LINEINFO").is_ok_and(|v| v == "1") {
+        options.push("--generate-line-info".to_string());
+    }
     let nvrtc = nvrtc_version();
     let key = fnv1a(&[
         src.as_bytes(),
@@ -427,12 +438,28 @@ mod tests {
             let part = Family::Quant.part_source(p);
             let lines: Vec<&str> = part.lines().collect();
             assert_eq!(
+                lines.len(),
+                full.lines().count(),
+                "part {p}: line numbers kept"
+            );
+            // Each line is the file's own, or empty where another part's kernel line stood.
+            for (l, f) in lines.iter().zip(full.lines()) {
+                assert!(
+                    *l == f || (l.is_empty() && is_k(&f)),
+                    "part {p}: {l:?} for {f:?}"
+                );
+            }
+            assert_eq!(
                 lines
                     .iter()
                     .filter(|l| !is_k(l))
+                    .filter(|l| !l.is_empty())
                     .copied()
                     .collect::<Vec<_>>(),
-                rest,
+                rest.iter()
+                    .filter(|l| !l.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>(),
                 "part {p}"
             );
             got.extend(lines.into_iter().filter(is_k).map(str::to_string));

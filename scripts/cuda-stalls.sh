@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Where the prefill products' warps wait: Nsight Compute's full section set, with per-source-line
+# and per-SASS-instruction stall samples, for the launches of the kernels matching KERNELS
+# (default: the Q4_K/Q6_K MMQ products and MLA attention) in one prefill step of a PROMPT-token
+# prompt (default 512) on a synthetic 1 dense + 1 MoE file with GLM-5's real shapes (256
+# experts, Q4_K_M-like). The kernels are compiled with line info (GLINT_NVRTC_LINEINFO=1), and
+# the kernel sources are linked into the working directory so ncu can import them. Runs on a
+# GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes under $OUT:
+# stalls.ncu-rep.xz (the report), details.txt (every section of every launch), and per launch
+# source-*.csv (CUDA lines with their samples) and sass-*.csv (the instructions).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/cuda-stalls}
+mkdir -p "$out"
+G=device-bin/glint
+f=/tmp/p_1_1.gguf
+[ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
+export GLINT_CUDA_GRAPHS=0 GLINT_NVRTC_LINEINFO=1 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels-li}
+for k in kernels/*.cu kernels/*.cuh; do ln -sf "$k" .; done
+cmd=($G bench -m "$f" --device cuda -p "${PROMPT:-512}" -n 0 -r 1)
+RUST_LOG=warn "${cmd[@]}" >/dev/null 2>&1
+ncu --version > "$out/ncu-version.txt" 2>&1
+ncu --set full --import-source yes --clock-control none \
+  -k "regex:^(${KERNELS:-mmq_q4_k|mmq_q6_k|mla_attention})$" --launch-count "${COUNT:-24}" \
+  -o "$out/stalls" -f "${cmd[@]}" > "$out/ncu.log" 2>&1
+echo "ncu rc=$?" >> "$out/ncu.log"
+rep=$out/stalls.ncu-rep
+ncu -i "$rep" --page details --print-details all > "$out/details.txt" 2>&1 \
+  || ncu -i "$rep" --page details > "$out/details.txt" 2>&1
+n=$(grep -c "^  [a-z_0-9]* (" "$out/details.txt" || true)
+for ((i = 0; i < ${COUNT:-24}; i++)); do
+  ncu -i "$rep" --page source --csv --print-source cuda --launch-skip $i --launch-count 1 > "$out/source-$i.csv" 2>&1 || break
+  ncu -i "$rep" --page source --csv --print-source sass --launch-skip $i --launch-count 1 > "$out/sass-$i.csv" 2>&1
+  [ -s "$out/source-$i.csv" ] || break
+done
+xz -f -9 "$rep"
+rm -f ./*.cu ./*.cuh
