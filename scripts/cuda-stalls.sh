@@ -27,11 +27,11 @@ echo "ncu rc=$?" >> "$out/ncu.log"
 rep=$out/stalls.ncu-rep
 ncu -i "$rep" --page details --print-details all > "$out/details.txt" 2>&1 \
   || ncu -i "$rep" --page details > "$out/details.txt" 2>&1
-n=$(grep -c "^  [a-z_0-9]* (" "$out/details.txt" || true)
+ncu -i "$rep" --page source --csv --print-source cuda > "$out/source-all.csv" 2>&1
 for ((i = 0; i < ${COUNT:-24}; i++)); do
   ncu -i "$rep" --page source --csv --print-source cuda --launch-skip $i --launch-count 1 > "$out/source-$i.csv" 2>&1 || break
   ncu -i "$rep" --page source --csv --print-source sass --launch-skip $i --launch-count 1 > "$out/sass-$i.csv" 2>&1
   [ -s "$out/source-$i.csv" ] || break
 done
 xz -f -9 "$rep"
-rm -f ./*.cu ./*.cuh
+find . -maxdepth 1 -type l \( -name '*.cu' -o -name '*.cuh' \) -delete
