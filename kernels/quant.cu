@@ -2292,20 +2292,32 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
               step);
 }
 
-// Q4_K and Q5_K against Q8_K: a step is one block, staged as 256 quants a row (W::quants: the
-// nibbles, and Q5_K's fifth bits, in element order) with its 8 scales and mins and (d, dmin);
-// an MMA per 32-element sub-block for Σ scale·(q·a) and one for Σ min·(Σ a) (mmq_sub32),
-// q4k_block_value of them. Software-pipelined: step b + 1's weight blocks (raw, one buffer) and
-// activation blocks (two buffers, the MMAs read them in place) are copied asynchronously while
-// step b's MMAs run, so a step no longer waits on DRAM (Nsight: 42% of stalls were global-load
-// scoreboards when each step loaded its own). The arithmetic is the unpipelined kernel's.
+// The A fragment of a sub-block's mins: rows g (m[0], m[2]) and g + 8 (m[1], m[3]), the row's
+// min (byte `sel` picks of mn0, mn1) in all four bytes. Four byte permutes in one asm, which
+// the compiler cannot fold into two and copy (it did: ~60 moves a step).
+__device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 sel) {
+    asm volatile(
+        "prmt.b32 %0, %4, 0, %6;\n\tprmt.b32 %1, %5, 0, %6;\n\tprmt.b32 %2, %4, 0, %6;\n\tprmt.b32 %3, %5, 0, %6;"
+        : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+        : "r"(mn0), "r"(mn1), "r"(sel));
+}
+
+// Q4_K and Q5_K against Q8_K: a step is one block; an MMA per 32-element sub-block for
+// Σ scale·(q·a) and one for Σ min·(Σ a), whose weights are the row's min in every place
+// (accumulated in the MMA: the same exact integer as Σ min·bsum), q4k_block_value of the two.
+// The MMA fragments come straight from the raw blocks in shared memory: qs byte 32p + k holds
+// element k of sub-block 2p (low nibble) and of 2p + 1 (high nibble), so the word a fragment
+// needs is one aligned load and a mask (Q5_K: and its fifth bits from the qh word at the same
+// offset). The scales and mins of a row are four words from its 12 scale bytes. No staging
+// pass: Nsight (call AH) had it at a third of a step's instructions and most of its
+// scoreboard stalls, and it cost two of the step's three barriers. Software-pipelined: step
+// b + 1's weight and activation blocks (two buffers each) are copied asynchronously while step
+// b's MMAs run, one barrier a step.
 template <class W>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
-    __shared__ __align__(16) u8 wq[MMQ_BM * MMQ_WQ];
-    __shared__ __align__(16) u8 raw[MMQ_BM * W::TS];
-    __shared__ __align__(16) u8 wsc[MMQ_BM * 8];
-    __shared__ __align__(16) u8 wmn[MMQ_BM * 8];
-    __shared__ float2 wd[MMQ_BM];
+    constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
+    constexpr int QS = FIVE ? 48 : 16;
+    __shared__ __align__(16) u8 raw2[2][MMQ_BM * W::TS];
     __shared__ __align__(16) u8 as2[2][MMQ_BN * MMQ_AS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
@@ -2313,16 +2325,14 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
     // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
-    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step and
-    // its pieces sit at constant offsets from it (an index division and a 64-bit product a
-    // piece before).
+    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step.
     static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
         {
             const int r = tid >> 1, c0 = tid & 1;
             const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
-            u8* dst = raw + r * W::TS + 16 * c0;
+            u8* dst = raw2[b & 1] + r * W::TS + 16 * c0;
 #pragma unroll
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
@@ -2336,32 +2346,65 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             issue(wt, 0, xr);
         }
         cp_async_wait_all();
-        __syncthreads();  // step b's copies are visible; step b - 1's MMAs are done with wq
-        // One (row, unit u) a time: unit u's quants (elements 16h.. of sub-blocks 2p, 2p + 1)
-        // and sub-block u's scale and min; unit 0 also d and dmin.
-        for (int i = tid; i < MMQ_BM * 8; i += 128) {
-            const int r = i >> 3, u = i & 7;
-            const u8* x = raw + r * W::TS;
-            const uint4 hd = *(const uint4*)x;
-            u32 lo[4], hi[4];
-            W::quants(x, u, lo, hi);
-            u8* dst = wq + r * MMQ_WQ + 64 * (u >> 1) + 16 * (u & 1);
-            *(uint4*)dst = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-            *(uint4*)(dst + 32) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            int sc, m;
-            scale_min_k4_regs(u, hd.y, hd.z, hd.w, sc, m);
-            wsc[8 * r + u] = (u8)sc;
-            wmn[8 * r + u] = (u8)m;
-            if (u == 0)
-                wd[r] = make_float2(__half2float(__ushort_as_half((u16)(hd.x & 0xffff))),
-                                    __half2float(__ushort_as_half((u16)(hd.x >> 16))));
-        }
-        __syncthreads();  // wq is staged and raw is free
+        __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
         if (b + 1 < nblocks) issue(wt, b + 1, xr);
+        const u8* x0 = raw2[b & 1] + r0 * W::TS;
+        const u8* x1 = raw2[b & 1] + r1 * W::TS;
         const u8* as = as2[b & 1];
+        // Both rows' d and dmin, and their scales and mins as bytes: sub-blocks 0-3 are the low
+        // 6 bits of scale bytes 0-3 (mins 4-7); 4-7 the nibbles of bytes 8-11 with bits 6-7 of
+        // bytes 0-3 (4-7) above them (scale_min_k4).
+        const uint4 h0 = *(const uint4*)x0, h1 = *(const uint4*)x1;
+        const u32 sc0[2] = {h0.y & 0x3f3f3f3fu, (h0.w & 0x0f0f0f0fu) | ((h0.y >> 2) & 0x30303030u)};
+        const u32 mn0[2] = {h0.z & 0x3f3f3f3fu, ((h0.w >> 4) & 0x0f0f0f0fu) | ((h0.z >> 2) & 0x30303030u)};
+        const u32 sc1[2] = {h1.y & 0x3f3f3f3fu, (h1.w & 0x0f0f0f0fu) | ((h1.y >> 2) & 0x30303030u)};
+        const u32 mn1[2] = {h1.z & 0x3f3f3f3fu, ((h1.w >> 4) & 0x0f0f0f0fu) | ((h1.z >> 2) & 0x30303030u)};
+        u32 qh[4] = {0, 0, 0, 0};
+        if constexpr (FIVE) {
+            qh[0] = lds32(x0 + 16 + 4 * t4), qh[1] = lds32(x1 + 16 + 4 * t4);
+            qh[2] = lds32(x0 + 32 + 4 * t4), qh[3] = lds32(x1 + 32 + 4 * t4);
+        }
         int isc[4][4], imn[4][4];
-        mmq_sub32<false, true, MMQ_AS>(wq, wsc, as, r0, g, t4, isc, wmn, imn);
-        const float2 d0 = wd[r0], d1 = wd[r1];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) isc[j][q] = imn[j][q] = 0;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            // Fragment words: rows r0, r1 at elements 4t.. and 16 + 4t.. of sub-blocks 2p, 2p + 1.
+            const u32 w[4] = {lds32(x0 + QS + 32 * p + 4 * t4), lds32(x1 + QS + 32 * p + 4 * t4),
+                              lds32(x0 + QS + 32 * p + 16 + 4 * t4), lds32(x1 + QS + 32 * p + 16 + 4 * t4)};
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int s = 2 * p + h;
+                u32 a[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    a[i] = (h ? w[i] >> 4 : w[i]) & 0x0f0f0f0fu;
+                    if constexpr (FIVE) a[i] |= ((qh[i] >> s) & 0x01010101u) << 4;
+                }
+                const int s0 = (int)__byte_perm(sc0[s >> 2], 0, 0x4440u | (u32)(s & 3));
+                const int s1 = (int)__byte_perm(sc1[s >> 2], 0, 0x4440u | (u32)(s & 3));
+                u32 m[4];
+                min_fragment(m, mn0[s >> 2], mn1[s >> 2], 0x1111u * (u32)(s & 3));
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const u8* yb = as + (8 * j + g) * MMQ_AS + 4 + 32 * s + 4 * t4;
+                    const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
+                    int c[4];
+                    mma_s8_16x8x32(c, a[0], a[1], a[2], a[3], y0, y1);
+                    mma_s8_16x8x32_acc(imn[j], m[0], m[1], m[2], m[3], y0, y1);
+                    isc[j][0] += s0 * c[0];
+                    isc[j][1] += s0 * c[1];
+                    isc[j][2] += s1 * c[2];
+                    isc[j][3] += s1 * c[3];
+                }
+            }
+        }
+        const float2 d0 = make_float2(__half2float(__ushort_as_half((u16)(h0.x & 0xffff))),
+                                      __half2float(__ushort_as_half((u16)(h0.x >> 16))));
+        const float2 d1 = make_float2(__half2float(__ushort_as_half((u16)(h1.x & 0xffff))),
+                                      __half2float(__ushort_as_half((u16)(h1.x >> 16))));
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
