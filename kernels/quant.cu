@@ -58,8 +58,7 @@
 // Partner-format block sizes (elements, bytes).
 #define Q8_0_BYTES 34
 #define Q8_1_BYTES 36
-// Q8_K's ggml block is 292 bytes (d, qs, bsums: f16 on the GPU, see q8k_bsum); on the GPU each
-// is padded to 304 (19 × 16), so
+// Q8_K's ggml block is 292 bytes (d, qs, bsums); on the GPU each is padded to 304 (19 × 16), so
 // activation rows and blocks stay 16-byte aligned: the MMQ tiles copy them in 16-byte pieces
 // (73 four-byte ones before), and 8 tokens' blocks 76 words apart put an MMA operand read in
 // distinct banks (73 apart: two-way conflicts). crates/glint-cuda's Q8_K_GPU_BYTES is this.
@@ -74,11 +73,7 @@ __device__ __forceinline__ float ldf(const u8* p) { return __uint_as_float(ld32(
 // Q8_K activation block: f32 d, i8 qs[256], i16 bsums[16].
 __device__ __forceinline__ float q8k_d(const u8* y) { return *(const float*)y; }
 __device__ __forceinline__ const i8* q8k_qs(const u8* y) { return (const i8*)(y + 4); }
-// On the GPU the 16 bsums are f16, not ggml's i16: each is at most 16 · 127 in magnitude, so
-// exact, and mmq_k4 feeds them to an f16 MMA as they are (Σ min·bsum, exact in its f32 sums).
-__device__ __forceinline__ int q8k_bsum(const u8* y, int g) {
-    return (int)__half2float(__ushort_as_half(*(const u16*)(y + 260 + 2 * g)));
-}
+__device__ __forceinline__ int q8k_bsum(const u8* y, int g) { return *(const i16*)(y + 260 + 2 * g); }
 
 // ggml's GGML_E8M0_TO_FP32_HALF.
 __device__ __forceinline__ float e8m0_half(u8 e) {
@@ -480,9 +475,7 @@ __device__ __forceinline__ int q3k_scale(const u8* p, int j) {
 // whole block): one rounding order for every kernel that reads Q4_K (matvec*, mmid, mmq), no
 // contraction, so the per-unit kernels and the tensor-core one give the same bits. Q2_K's too
 // (ggml's dall·isum − dmin·summs).
-// imn: an int, or a float holding the same exact integer (mmq_k4's f16 MMA sums).
-template <class M>
-__device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, int isc, M imn) {
+__device__ __forceinline__ float q4k_block_value(float d, float dmin, float yd, int isc, int imn) {
     return __fsub_rn(__fmul_rn(__fmul_rn(d, yd), (float)isc), __fmul_rn(__fmul_rn(dmin, yd), (float)imn));
 }
 
@@ -2005,29 +1998,42 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 #endif
 }
 
-// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_staged and mmq_unit32:
+// Bytes of a row of 256 int8 quants staged by mmq_q6_k, mmq_k4, mmq_staged and mmq_unit32:
 // padded so that the MMA operand reads of a warp's 8 rows (272 / 4 = 68 ≡ 4 words apart) hit
 // distinct banks.
 #define MMQ_WQ 272
 
-// Bytes a token of a staged Q8_K block in mmq_q6_k, which reads no bsums: d and the 256 quants,
-// 17 pieces. 68 words apart, 8 tokens' MMA operand reads hit distinct banks.
+// Bytes a token of a staged Q8_K block in the kernels that read no bsums (mmq_k4, mmq_q6_k): d
+// and the 256 quants, 17 pieces. 68 words apart, 8 tokens' MMA operand reads hit distinct banks,
+// and mmq_k4's two activation buffers keep it under 48 KiB of static shared memory.
 #define MMQ_AS 272
 
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
 // `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), for this
-// thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are i8 (else u8).
-template <bool SIGNED, int AS = Q8_K_BYTES>
+// thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are i8 (else u8). MIN:
+// also imn[j][q] = Σ min·(Σ a) over the sub-blocks (8 mins a row in wmn, u8 < 128), from one
+// more MMA each whose weights are the sub-block's min in every place, accumulated in the MMA:
+// the same exact integer as Σ min·bsum, with no per-output work.
+template <bool SIGNED, bool MIN = false, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4],
+                                          const u8* __restrict__ wmn = nullptr, int (*imn)[4] = nullptr) {
     const int r1 = r0 + 8;
     const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
     const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
+    u32 m0[2] = {0, 0}, m1[2] = {0, 0};
+    if constexpr (MIN) {
+        m0[0] = lds32(wmn + 8 * r0), m0[1] = lds32(wmn + 8 * r0 + 4);
+        m1[0] = lds32(wmn + 8 * r1), m1[1] = lds32(wmn + 8 * r1 + 4);
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+        for (int q = 0; q < 4; ++q) {
+            isc[j][q] = 0;
+            if constexpr (MIN) imn[j][q] = 0;
+        }
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
         const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
@@ -2036,11 +2042,16 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
         const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
         const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
         const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
+        // The min of each row in all four bytes of its fragment words.
+        const u32 mn0 = ((m0[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
+        const u32 mn1 = ((m1[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const u8* yb = as + (8 * j + g) * AS + 4 + 32 * s + 4 * t4;
+            const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
             int c[4];
-            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
+            mma_s8_16x8x32(c, a0, a1, a2, a3, y0, y1);
+            if constexpr (MIN) mma_s8_16x8x32_acc(imn[j], mn0, mn1, mn0, mn1, y0, y1);
             isc[j][0] += sc0 * c[0];
             isc[j][1] += sc0 * c[1];
             isc[j][2] += sc1 * c[2];
@@ -2281,31 +2292,19 @@ __device__ __forceinline__ void mmq_unit32(MMQ_ARGS) {
               step);
 }
 
-// c += a·b (m16n8k16, f16 × f16 → f32). a: rows g (a0, a2) and g + 8 (a1, a3) at k 2t, 2t + 1
-// (a0, a1) and 2t + 8, 2t + 9 (a2, a3); b: k 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of token
-// g; c as mma_s8_16x8x32's.
-__device__ __forceinline__ void mma_f16_16x8x16_acc(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-#if __CUDA_ARCH__ >= 800
+// The A fragment of a sub-block's mins: rows g (m[0], m[2]) and g + 8 (m[1], m[3]), the row's
+// min (byte `sel` picks of mn0, mn1) in all four bytes. Four byte permutes in one asm, which
+// the compiler cannot fold into two and copy (it did: ~60 moves a step).
+__device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 sel) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-// Byte `k` of w (< 1024) as an f16 in both halves: the bits of 1024 + v (0x64 above the byte)
-// less 1024.
-__device__ __forceinline__ u32 byte_half2(u32 w, int k) {
-    const u32 x = __byte_perm(w, 0x64u, 0x4040u | (u32)k | ((u32)k << 8));
-    const __half2 h = __hsub2(*(const __half2*)&x, __float2half2_rn(1024.0f));
-    return *(const u32*)&h;
+        "prmt.b32 %0, %4, 0, %6;\n\tprmt.b32 %1, %5, 0, %6;\n\tprmt.b32 %2, %4, 0, %6;\n\tprmt.b32 %3, %5, 0, %6;"
+        : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+        : "r"(mn0), "r"(mn1), "r"(sel));
 }
 
 // Q4_K and Q5_K against Q8_K: a step is one block; an MMA per 32-element sub-block for
-// Σ scale·(q·a), and for Σ min·bsum one f16 MMA a step over the 16 bsums (k = bsum, each
-// min twice): the integers are exact in f16 and in the MMA's f32 sums (< 2^21), so this is
-// the exact integer the one-token kernels compute; q4k_block_value of the two.
+// Σ scale·(q·a) and one for Σ min·(Σ a), whose weights are the row's min in every place
+// (accumulated in the MMA: the same exact integer as Σ min·bsum), q4k_block_value of the two.
 // The MMA fragments come straight from the raw blocks in shared memory: qs byte 32p + k holds
 // element k of sub-block 2p (low nibble) and of 2p + 1 (high nibble), so the word a fragment
 // needs is one aligned load and a mask (Q5_K: and its fifth bits from the qh word at the same
@@ -2319,14 +2318,14 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
     constexpr int QS = FIVE ? 48 : 16;
     __shared__ __align__(16) u8 raw2[2][MMQ_BM * W::TS];
-    __shared__ __align__(16) u8 as2[2][MMQ_BN * Q8_K_BYTES];
+    __shared__ __align__(16) u8 as2[2][MMQ_BN * MMQ_AS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
     // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
-    // its whole Q8_K block b, bsums too), so each thread forms one address a step.
+    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step.
     static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
@@ -2338,7 +2337,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
         }
-        stage_q8k<Q8_K_BYTES, true>(as2[b & 1], act, xr, act_stride, b);
+        stage_q8k<MMQ_AS, true>(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
@@ -2365,22 +2364,11 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             qh[0] = lds32(x0 + 16 + 4 * t4), qh[1] = lds32(x1 + 16 + 4 * t4);
             qh[2] = lds32(x0 + 32 + 4 * t4), qh[3] = lds32(x1 + 32 + 4 * t4);
         }
-        int isc[4][4];
-        float fmn[4][4];
+        int isc[4][4], imn[4][4];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) isc[j][q] = 0, fmn[j][q] = 0.0f;
-        {
-            // Σ min·bsum: mins t and t + 4 (bsums 2t, 2t + 1 and 2t + 8, 2t + 9) of both rows.
-            const u32 a0 = byte_half2(mn0[0], t4), a1 = byte_half2(mn1[0], t4);
-            const u32 a2 = byte_half2(mn0[1], t4), a3 = byte_half2(mn1[1], t4);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 260 + 4 * t4;
-                mma_f16_16x8x16_acc(fmn[j], a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
-            }
-        }
+            for (int q = 0; q < 4; ++q) isc[j][q] = imn[j][q] = 0;
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
             // Fragment words: rows r0, r1 at elements 4t.. and 16 + 4t.. of sub-blocks 2p, 2p + 1.
@@ -2397,11 +2385,15 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 }
                 const int s0 = (int)__byte_perm(sc0[s >> 2], 0, 0x4440u | (u32)(s & 3));
                 const int s1 = (int)__byte_perm(sc1[s >> 2], 0, 0x4440u | (u32)(s & 3));
+                u32 m[4];
+                min_fragment(m, mn0[s >> 2], mn1[s >> 2], 0x1111u * (u32)(s & 3));
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    const u8* yb = as + (8 * j + g) * Q8_K_BYTES + 4 + 32 * s + 4 * t4;
+                    const u8* yb = as + (8 * j + g) * MMQ_AS + 4 + 32 * s + 4 * t4;
+                    const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
                     int c[4];
-                    mma_s8_16x8x32(c, a[0], a[1], a[2], a[3], lds32(yb), lds32(yb + 16));
+                    mma_s8_16x8x32(c, a[0], a[1], a[2], a[3], y0, y1);
+                    mma_s8_16x8x32_acc(imn[j], m[0], m[1], m[2], m[3], y0, y1);
                     isc[j][0] += s0 * c[0];
                     isc[j][1] += s0 * c[1];
                     isc[j][2] += s1 * c[2];
@@ -2417,9 +2409,9 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
-                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * Q8_K_BYTES);
-                v[j][q] = __fadd_rn(v[j][q], q4k_block_value(d0.x, d0.y, yd, isc[j][q], fmn[j][q]));
-                v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], fmn[j][2 + q]));
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
+                v[j][q] = __fadd_rn(v[j][q], q4k_block_value(d0.x, d0.y, yd, isc[j][q], imn[j][q]));
+                v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
     };
     mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
@@ -2438,8 +2430,7 @@ __device__ __forceinline__ void mmq_mins16(const u8* __restrict__ wmn, const u8*
     for (int k = 0; k < 8; ++k) {
         // bsums 2k and 2k + 1 (one word: Q8_K blocks are 4-byte multiples).
         const u32 bw = lds32(yb + 260 + 4 * k);
-        const int lo = (int)__half2float(__ushort_as_half((u16)(bw & 0xffff)));
-        const int hi = (int)__half2float(__ushort_as_half((u16)(bw >> 16)));
+        const int lo = (int)(i16)(u16)(bw & 0xffff), hi = (int)bw >> 16;
         imn0 += (int)wmn[16 * r0 + 2 * k] * lo + (int)wmn[16 * r0 + 2 * k + 1] * hi;
         imn1 += (int)wmn[16 * r1 + 2 * k] * lo + (int)wmn[16 * r1 + 2 * k + 1] * hi;
     }
@@ -2638,7 +2629,7 @@ __device__ __forceinline__ void q8_k_from_values(const float (&v)[8], u8* __rest
         u32* q32 = (u32*)(o + 4 + 8 * lane);
         q32[0] = 0;
         q32[1] = 0;
-        if (lane < 16) *(u16*)(o + 260 + 2 * lane) = 0;  // f16 zero
+        if (lane < 16) *(i16*)(o + 260 + 2 * lane) = 0;
         if (lane == 0) *(float*)o = 0.0f;
         return;
     }
@@ -2661,7 +2652,7 @@ __device__ __forceinline__ void q8_k_from_values(const float (&v)[8], u8* __rest
     q32[0] = packed[0];
     q32[1] = packed[1];
     const int s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
-    if ((lane & 1) == 0) *(u16*)(o + 260 + lane) = __half_as_ushort(__int2half_rn(s16));  // exact: |s16| ≤ 2032
+    if ((lane & 1) == 0) *(i16*)(o + 260 + lane) = (i16)s16;
     if (lane == 0) *(float*)o = 1.0f / iscale;
 }
 

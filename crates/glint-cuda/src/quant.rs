@@ -326,9 +326,7 @@ fn grouped(n_tokens: usize, pairs: usize, slices: usize) -> bool {
 }
 
 /// Bytes of a Q8_K activation block on the GPU: ggml's 292 padded to 304, so rows and blocks
-/// are 16-byte aligned for the MMQ tiles' copies (kernels/quant.cu `Q8_K_BYTES`). Its 16 bsums
-/// are f16 there (exact), for the f16 MMA of the Q4_K/Q5_K tiles' Σ min·bsum; no block made on
-/// the GPU is read by the host.
+/// are 16-byte aligned for the MMQ tiles' copies (kernels/quant.cu `Q8_K_BYTES`).
 pub(crate) const Q8_K_GPU_BYTES: usize = 304;
 
 /// Bytes of `cols` activations in `partner`'s format as the kernels lay them out: glint-quant's
