@@ -1900,13 +1900,13 @@ __device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, 
 // and adds (`__fadd_rn`) to v[j][q] this thread's step values: rows g (q 0, 1) and g + 8
 // (q 2, 3) of its warp's 16, tokens 8j + 2t + (q & 1) — added there rather than returned, so no
 // step-value registers stay live beside the sums. It synchronises the block itself.
-template <class Step>
+template <int BM = MMQ_BM, class Step>
 __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __restrict__ y, int rows, int n,
                                           long long row_bytes, int nsteps, int ks, const u32* __restrict__ order,
                                           const u32* __restrict__ tiles, int n_used, int x_per_slot, Step step) {
     __shared__ int out_row[MMQ_BN], x_row[MMQ_BN];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int row0 = blockIdx.x * MMQ_BM;
+    const int row0 = blockIdx.x * BM;
     const int passes = (nsteps + 3) / 4;
     const int n_tiles = tiles ? (int)tiles[0] : (n + MMQ_BN - 1) / MMQ_BN;
     for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
@@ -1961,22 +1961,22 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
 
 // Stages Q8_K block b of the activation rows xr[0..MMQ_BN) into `as`, AS bytes a token (in
 // order): its first AS / 16 sixteen-byte pieces (all 19, or MMQ_AS's 17 where no bsums are
-// read), four threads a token (the kernels run 128 threads: 4 · MMQ_BN). ASYNC: as cp.async
-// (the caller commits and waits).
-template <int AS = Q8_K_BYTES, bool ASYNC = false>
+// read), TPT threads a token (TPT · MMQ_BN threads: 4 in the 128-thread kernels, 8 in
+// mmq_k4's 256-thread one). ASYNC: as cp.async (the caller commits and waits).
+template <int AS = Q8_K_BYTES, bool ASYNC = false, int TPT = 4>
 __device__ __forceinline__ void stage_q8k(u8* __restrict__ as, const u8* __restrict__ act, const int* xr,
                                           long long act_stride, int b) {
     constexpr int NP = AS / 16;
-    const int t = threadIdx.x >> 2, c0 = threadIdx.x & 3;
+    const int t = threadIdx.x / TPT, c0 = threadIdx.x % TPT;
     const u8* src = act + (long long)xr[t] * act_stride + (long long)b * Q8_K_BYTES + 16 * c0;
     u8* dst = as + t * AS + 16 * c0;
 #pragma unroll
-    for (int k = 0; k < (NP + 3) / 4; ++k) {
-        if (c0 + 4 * k >= NP) continue;
+    for (int k = 0; k < (NP + TPT - 1) / TPT; ++k) {
+        if (c0 + TPT * k >= NP) continue;
         if constexpr (ASYNC)
-            cp_async16(dst + 64 * k, src + 64 * k);
+            cp_async16(dst + 16 * TPT * k, src + 16 * TPT * k);
         else
-            *(uint4*)(dst + 64 * k) = *(const uint4*)(src + 64 * k);
+            *(uint4*)(dst + 16 * TPT * k) = *(const uint4*)(src + 16 * TPT * k);
     }
 }
 
@@ -2313,21 +2313,41 @@ __device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 
 // pass: Nsight (call AH) had it at a third of a step's instructions and most of its
 // scoreboard stalls, and it cost two of the step's three barriers. Software-pipelined: step
 // b + 1's weight and activation blocks (two buffers each) are copied asynchronously while step
-// b's MMAs run, one barrier a step.
-template <class W>
+// b's MMAs run, one barrier a step. BM rows a block, 2 · BM threads (a warp's 16 rows × 32
+// tokens either way): 64, or 128 (`mmq_*_wide`), which reads each step's activations for
+// twice the rows (half the activation bytes an output; Nsight, call AH: L2's lookups at 74%).
+// The buffers are MMQ_K4_SMEM(BM, TS) bytes of shared memory: dynamic for 128 rows (past 48 KiB).
+#define MMQ_K4_SMEM(BM, TS) (2 * (BM) * (TS) + 2 * MMQ_BN * MMQ_AS)
+template <class W, int BM>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
     constexpr int QS = FIVE ? 48 : 16;
-    __shared__ __align__(16) u8 raw2[2][MMQ_BM * W::TS];
-    __shared__ __align__(16) u8 as2[2][MMQ_BN * MMQ_AS];
+    // Two buffers of the weights and of the activations: static arrays under 48 KiB (as the
+    // 64-row kernels always had), else the same arrays in dynamic shared memory.
+    using Raw = u8[BM * W::TS];
+    using Act = u8[MMQ_BN * MMQ_AS];
+    Raw* raw2;
+    Act* as2;
+    if constexpr (MMQ_K4_SMEM(BM, W::TS) <= 48 * 1024) {
+        __shared__ __align__(16) u8 raw_st[2][BM * W::TS];
+        __shared__ __align__(16) u8 as_st[2][MMQ_BN * MMQ_AS];
+        raw2 = raw_st;
+        as2 = as_st;
+    } else {
+        extern __shared__ __align__(16) u8 k4_sm[];
+        raw2 = reinterpret_cast<Raw*>(k4_sm);
+        as2 = reinterpret_cast<Act*>(k4_sm + 2 * BM * W::TS);
+    }
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int row0 = blockIdx.x * MMQ_BM, nblocks = cols / 256;
+    const int row0 = blockIdx.x * BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
-    // weight row (pieces c ≡ tid mod 2 of its block b), four a token (pieces c ≡ tid mod 4 of
-    // the first MMQ_AS bytes of its Q8_K block b), so each thread forms one address a step.
-    static_assert(2 * MMQ_BM == 128 && 4 * MMQ_BN == 128, "mmq_k4's copies assume 128 threads");
+    // weight row (pieces c ≡ tid mod 2 of its block b), 2 · BM / 32 a token (pieces c ≡ tid
+    // mod that of the first MMQ_AS bytes of its Q8_K block b), so each thread forms one
+    // address a step.
+    constexpr int TPT = 2 * BM / MMQ_BN;
+    static_assert(TPT * MMQ_BN == 2 * BM && (BM == 64 || BM == 128), "mmq_k4's copies: 2 · BM threads");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
         {
@@ -2338,7 +2358,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
         }
-        stage_q8k<MMQ_AS, true>(as2[b & 1], act, xr, act_stride, b);
+        stage_q8k<MMQ_AS, true, TPT>(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
@@ -2415,12 +2435,20 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
     };
-    mmq_tiles(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+    mmq_tiles<BM>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
-// Four blocks a multiprocessor: ptxas then keeps these to 128 registers without spilling (130
-// unbounded, three blocks).
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k>(MMQ_PASS); }
+// 16 warps a multiprocessor (four blocks, or two wide ones): ptxas then keeps these to 128
+// registers without spilling (130 unbounded, three blocks).
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k, 64>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k, 64>(MMQ_PASS); }
+extern "C" __global__ void __launch_bounds__(256, 2) mmq_q4_k_wide(MMQ_ARGS) {
+    pdl_enter();
+    mmq_k4<W_q4_k, 128>(MMQ_PASS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) mmq_q5_k_wide(MMQ_ARGS) {
+    pdl_enter();
+    mmq_k4<W_q5_k, 128>(MMQ_PASS);
+}
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.

@@ -847,6 +847,55 @@ fn with_stage(
 /// Rows and tokens of one `mmq_*` block (kernels/quant.cu MMQ_BM, MMQ_BN).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 32;
+/// Rows of a wide block (`mmq_q4_k_wide`, `mmq_q5_k_wide`: 256 threads, each step's
+/// activations read once for twice the rows), and the bytes a token of its staged activations
+/// (kernels/quant.cu MMQ_AS).
+const MMQ_WIDE_BM: usize = 128;
+const MMQ_AS: usize = 272;
+
+/// The wide tensor-core kernel of a type that has one.
+fn mmq_wide(ty: GgmlType) -> Option<&'static str> {
+    match ty {
+        GgmlType::Q4_K => Some("mmq_q4_k_wide"),
+        GgmlType::Q5_K => Some("mmq_q5_k_wide"),
+        _ => None,
+    }
+}
+
+/// The function and launch of tensor-core kernel `name` (weights of `ty`) over `rows` rows and
+/// `tiles` token tiles: the wide kernel where the type has one and the rows pass one 64-row
+/// block, unless `GLINT_CUDA_MMQ_WIDE=0` (both give the same bits; this only compares speed).
+/// The wide kernel's two weight and two activation buffers are dynamic shared memory
+/// (kernels/quant.cu `MMQ_K4_SMEM`: 54-62 KiB, past the 48 KiB of static memory).
+fn mmq_launch(
+    be: &CudaBackend,
+    op: &'static str,
+    ty: GgmlType,
+    name: &'static str,
+    rows: usize,
+    tiles: usize,
+) -> Result<(CudaFunction, LaunchConfig)> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_WIDE").map_or(true, |v| v != "0"));
+    match mmq_wide(ty).filter(|_| on && rows > MMQ_BM) {
+        Some(wide) => {
+            let f = be.func(Family::Quant, wide)?;
+            let bytes = 2 * MMQ_WIDE_BM * ty.type_size() + 2 * MMQ_BN * MMQ_AS;
+            be.smem.allow(be, op, &f, wide, bytes)?;
+            let grid = LaunchConfig {
+                grid_dim: (
+                    rows.div_ceil(MMQ_WIDE_BM) as u32,
+                    tiles.clamp(1, GRID_YZ_MAX) as u32,
+                    1,
+                ),
+                block_dim: (2 * MMQ_WIDE_BM as u32, 1, 1),
+                shared_mem_bytes: bytes as u32,
+            };
+            Ok((f, grid))
+        }
+        None => Ok((be.func(Family::Quant, name)?, mmq_grid(rows, tiles))),
+    }
+}
 
 /// One `mmq_*` block per MMQ_BM rows and token tile (tiles past the grid's height are
 /// strided over it).
@@ -1010,6 +1059,9 @@ fn matmul_with(
     };
     let (f, mut grid) = match staged {
         Some(fg) => fg,
+        None if Some(name) == mmq_kernel(w.ty) => {
+            mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN))?
+        }
         None => (be.func(Family::Quant, name)?, grid),
     };
     let mut b = be.launch(&f);
@@ -1147,7 +1199,13 @@ fn mul_mat_id_with(
         // past the last slice (y holds pairs × rows, checked above); shared memory holds one
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
-        let f = be.func(Family::Quant, mmq.unwrap_or(k.matvec))?;
+        let (f, grid) = match mmq {
+            Some(m) => mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile))?,
+            None => (
+                be.func(Family::Quant, k.matvec)?,
+                mv_grid(rows, max_tiles(pairs, slices, tile), ks),
+            ),
+        };
         let mut b = be.launch(&f);
         b.arg(&w.data);
         act.push(&mut b);
@@ -1161,11 +1219,6 @@ fn mul_mat_id_with(
             .arg(&mut tiles)
             .arg(&used_i)
             .arg(&per_slot_i);
-        let grid = if mmq.is_some() {
-            mmq_grid(rows, max_tiles(pairs, slices, tile))
-        } else {
-            mv_grid(rows, max_tiles(pairs, slices, tile), ks)
-        };
         // SAFETY: the tiles name slices < `slices` and pairs < `pairs`, whose x rows and y rows
         // are checked above; mmid_group made them of at most `tile` pairs, what the kernel
         // reads.
@@ -1351,6 +1404,29 @@ mod tests {
                     "{m} missing"
                 );
             }
+            if let Some(m) = mmq_wide(k.ty) {
+                assert!(src.contains(&format!(") {m}(MMQ_ARGS)")), "{m} missing");
+            }
+        }
+    }
+
+    /// The wide kernels' block (threads, rows) and staged activation bytes, which size their
+    /// launch and dynamic shared memory here, are the kernels' (kernels/quant.cu).
+    #[test]
+    fn wide_mmq_matches_the_kernels() {
+        let src = crate::compile::Family::Quant.source();
+        assert_eq!(crate::compile::Family::Quant.define("MMQ_AS"), MMQ_AS);
+        assert_eq!(crate::compile::Family::Quant.define("MMQ_BN"), MMQ_BN);
+        assert_eq!(crate::compile::Family::Quant.define("MMQ_BM"), MMQ_BM);
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+            let m = mmq_wide(ty).unwrap();
+            let head = format!("__launch_bounds__({}, 2) {m}(MMQ_ARGS)", 2 * MMQ_WIDE_BM);
+            assert!(src.contains(&head), "{head}");
+            let body = format!(
+                "mmq_k4<W_{}, {MMQ_WIDE_BM}>(MMQ_PASS)",
+                ty.name().to_lowercase()
+            );
+            assert!(src.contains(&body), "{body}");
         }
     }
 
