@@ -634,17 +634,6 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
         r.bs_hi = q8k_bsum(y, 4 * p + 2 + h);
         return r;
     }
-    // Unit u's quants: elements 16h..16h+15 of sub-block 2p (lo) and of 2p + 1 (hi), four a word
-    // (p = u/2, h = u%2); mmq_q4_k stages these words.
-    static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&lo)[4], u32 (&hi)[4]) {
-        const uint4 q = *(const uint4*)(x + 16 + 16 * u);
-        const u32 qq[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            lo[j] = qq[j] & 0x0f0f0f0fu;
-            hi[j] = (qq[j] >> 4) & 0x0f0f0f0fu;
-        }
-    }
     // Unit u's integer parts of the block sums: Σ scale·q·a and Σ min·bsum.
     static __device__ __forceinline__ int2 ints(const u8* x, const A& y, int u) {
         const int p = u >> 1;
@@ -685,7 +674,7 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
     using A = W_q4_k::A;
     static __device__ __forceinline__ A act(const u8* a, int ib, int u) { return W_q4_k::act(a, ib, u); }
     // Unit u's 5-bit quants: elements 16h..16h+15 of sub-block 2p (lo) and of 2p + 1 (hi), four
-    // a word (p = u/2, h = u%2). mmq_q5_k stages the same words.
+    // a word (p = u/2, h = u%2).
     static __device__ __forceinline__ void quants(const u8* x, int u, u32 (&lo)[4], u32 (&hi)[4]) {
         const int p = u >> 1, h = u & 1;
         const uint4 q = *(const uint4*)(x + 48 + 16 * u);

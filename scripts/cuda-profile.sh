@@ -15,8 +15,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-profile}
 mkdir -p "$out"
 G=device-bin/glint
-f=/tmp/p_1_1.gguf
-[ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
+f=$(scripts/profile-file.sh)
 export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
 if [ -n "${PROFILE_PROMPT:-}" ]; then
   cmd=($G bench -m "$f" --device cuda -p "$PROFILE_PROMPT" -n 0 -r 1)

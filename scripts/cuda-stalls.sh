@@ -13,8 +13,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stalls}
 mkdir -p "$out"
 G=device-bin/glint
-f=/tmp/p_1_1.gguf
-[ -e "$f" ] || $G synth "$f" --dense 1 --moe 1 --experts 256 --quant q4_k_m --seed 1 >/dev/null 2>&1
+f=$(scripts/profile-file.sh)
 export GLINT_CUDA_GRAPHS=0 GLINT_NVRTC_LINEINFO=1 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels-li}
 for k in kernels/*.cu kernels/*.cuh; do ln -sf "$k" .; done
 cmd=($G bench -m "$f" --device cuda -p "${PROMPT:-512}" -n 0 -r 1)
