@@ -7,7 +7,9 @@
 # the kernel sources are linked into the working directory so ncu can import them. Runs on a
 # GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes under $OUT:
 # stalls.ncu-rep.xz (the report), details.txt (every section of every launch), and per launch
-# source-*.csv (CUDA lines with their samples) and sass-*.csv (the instructions).
+# sass-*.csv (each instruction with its executions and stall samples by reason) and
+# source-*.csv (the CUDA view: in call AH, Nsight Compute 2025.3.1 gave it the source text but
+# no metric columns, so the SASS view is the one to read).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stalls}
