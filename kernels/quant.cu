@@ -414,54 +414,30 @@ __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m
     }
 }
 
-// scale_min_k4 with the 12 scale bytes in three registers (bytes 0..3, 4..7, 8..11): the
-// header of a Q4_K/Q5_K block read by one 16-byte load. Selects, not an indexed array, so
-// nothing goes to local memory.
-__device__ __forceinline__ u32 byte12(u32 s0, u32 s1, u32 s2, int k) {
-    const u32 w = k < 4 ? s0 : (k < 8 ? s1 : s2);
-    return (w >> (8 * (k & 3))) & 0xff;
-}
-__device__ __forceinline__ void scale_min_k4_regs(int j, u32 s0, u32 s1, u32 s2, int& sc, int& m) {
-    if (j < 4) {
-        sc = (int)(byte12(s0, s1, s2, j) & 63);
-        m = (int)(byte12(s0, s1, s2, j + 4) & 63);
-    } else {
-        const u32 b = byte12(s0, s1, s2, j + 4);
-        sc = (int)((b & 0x0f) | ((byte12(s0, s1, s2, j - 4) >> 6) << 4));
-        m = (int)((b >> 4) | ((byte12(s0, s1, s2, j) >> 6) << 4));
-    }
-}
-
-// The pairs 2p and 2p + 1 of scale_min_k4 from the same three registers: bytes 2(p & 1) and
-// 2(p & 1) + 1 of each word, shifted down once (fewer registers than two scale_min_k4_regs).
-__device__ __forceinline__ void scale_min_k4_pair(int p, u32 s0, u32 s1, u32 s2, int& sc0, int& m0, int& sc1,
-                                                  int& m1) {
-    const int sh = 16 * (p & 1);
-    const u32 w0 = s0 >> sh, w1 = s1 >> sh, w2 = s2 >> sh;
-    if (p < 2) {
-        sc0 = (int)(w0 & 63);
-        m0 = (int)(w1 & 63);
-        sc1 = (int)((w0 >> 8) & 63);
-        m1 = (int)((w1 >> 8) & 63);
-    } else {
-        sc0 = (int)((w2 & 0x0f) | (((w0 >> 6) & 3) << 4));
-        m0 = (int)(((w2 >> 4) & 0x0f) | (((w1 >> 6) & 3) << 4));
-        sc1 = (int)(((w2 >> 8) & 0x0f) | (((w0 >> 14) & 3) << 4));
-        m1 = (int)(((w2 >> 12) & 0x0f) | (((w1 >> 14) & 3) << 4));
-    }
-}
-
-// The same four 6-bit values as scale_min_k4_pair, packed as bytes [sc0, sc1, m0, m1] by two
-// byte permutes: bytes b, b + 1 (b = 2(p & 1)) of s0 and s1 hold the whole values (p < 2) or
-// their top two bits (p ≥ 2, the low four in s2's bytes b, b + 1: sc's low, m's high nibble).
-// About a third of scale_min_k4_pair's instructions; p is a lane constant, so the selectors and
-// masks leave the loop.
+// scale_min_k4 of sub-blocks 2p and 2p + 1, with the 12 scale bytes in three registers (bytes
+// 0..3, 4..7, 8..11: the header of a Q4_K/Q5_K block read by one 16-byte load), packed as bytes
+// [sc0, sc1, m0, m1] by two byte permutes: bytes b, b + 1 (b = 2(p & 1)) of s0 and s1 hold the
+// whole values (p < 2) or their top two bits (p ≥ 2, the low four in s2's bytes b, b + 1: sc's
+// low, m's high nibble). p is a lane constant, so the selectors and masks leave the loop.
 __device__ __forceinline__ u32 scale_min_k4_quad(int p, u32 s0, u32 s1, u32 s2) {
     const u32 b = 2 * (p & 1);
     const u32 h = __byte_perm(s0, s1, b | (b + 1) << 4 | (b + 4) << 8 | (b + 5) << 12);
     if (p < 2) return h & 0x3f3f3f3fu;
     const u32 l = __byte_perm(s2, 0, b | (b + 1) << 4 | b << 8 | (b + 1) << 12);
     return (l & 0x00000f0fu) | ((l >> 4) & 0x0f0f0000u) | ((h >> 2) & 0x30303030u);
+}
+
+// A Q4_K/Q5_K block header (one 16-byte load: d, dmin, the 12 scale bytes) as (d, dmin) and
+// scale_min_k4 of all 8 sub-blocks as bytes: sc[0] holds scales 0-3 (the low 6 bits of scale
+// bytes 0-3), sc[1] scales 4-7 (the nibbles of bytes 8-11 with bits 6-7 of bytes 0-3 above
+// them); mn likewise from bytes 4-7 and the high nibbles.
+__device__ __forceinline__ float2 k4_header(uint4 h, u32 (&sc)[2], u32 (&mn)[2]) {
+    sc[0] = h.y & 0x3f3f3f3fu;
+    sc[1] = (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+    mn[0] = h.z & 0x3f3f3f3fu;
+    mn[1] = ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
+    return make_float2(__half2float(__ushort_as_half((u16)(h.x & 0xffff))),
+                       __half2float(__ushort_as_half((u16)(h.x >> 16))));
 }
 
 // Q3_K scale j (0..16), bias 32 removed.
@@ -2000,29 +1976,17 @@ __device__ __forceinline__ void mma_s8_16x8x16(int (&c)[4], u32 a0, u32 a1, u32 
 // The step values of a block staged as 256 int8 quants a row in element order (wq, MMQ_WQ
 // bytes a row) with 8 sub-block scales a row (wsc, 8 bytes a row), against Q8_K staged in
 // `as`: isc[j][q] = Σ scale·(q·a) over the 8 sub-blocks (an m16n8k32 MMA each), for this
-// thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are i8 (else u8). MIN:
-// also imn[j][q] = Σ min·(Σ a) over the sub-blocks (8 mins a row in wmn, u8 < 128), from one
-// more MMA each whose weights are the sub-block's min in every place, accumulated in the MMA:
-// the same exact integer as Σ min·bsum, with no per-output work.
-template <bool SIGNED, bool MIN = false, int AS = Q8_K_BYTES>
+// thread's rows r0, r0 + 8 and tokens (see mmq_tiles). SIGNED: scales are i8 (else u8).
+template <bool SIGNED, int AS = Q8_K_BYTES>
 __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* __restrict__ wsc,
-                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4],
-                                          const u8* __restrict__ wmn = nullptr, int (*imn)[4] = nullptr) {
+                                          const u8* __restrict__ as, int r0, int g, int t4, int (&isc)[4][4]) {
     const int r1 = r0 + 8;
     const u32 s0[2] = {lds32(wsc + 8 * r0), lds32(wsc + 8 * r0 + 4)};
     const u32 s1[2] = {lds32(wsc + 8 * r1), lds32(wsc + 8 * r1 + 4)};
-    u32 m0[2] = {0, 0}, m1[2] = {0, 0};
-    if constexpr (MIN) {
-        m0[0] = lds32(wmn + 8 * r0), m0[1] = lds32(wmn + 8 * r0 + 4);
-        m1[0] = lds32(wmn + 8 * r1), m1[1] = lds32(wmn + 8 * r1 + 4);
-    }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            isc[j][q] = 0;
-            if constexpr (MIN) imn[j][q] = 0;
-        }
+        for (int q = 0; q < 4; ++q) isc[j][q] = 0;
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
         const u8* x0 = wq + r0 * MMQ_WQ + 32 * s + 4 * t4;
@@ -2031,16 +1995,11 @@ __device__ __forceinline__ void mmq_sub32(const u8* __restrict__ wq, const u8* _
         const u32 b0 = s0[s >> 2] >> (8 * (s & 3)), b1 = s1[s >> 2] >> (8 * (s & 3));
         const int sc0 = SIGNED ? (int)(i8)(u8)b0 : (int)(b0 & 0xff);
         const int sc1 = SIGNED ? (int)(i8)(u8)b1 : (int)(b1 & 0xff);
-        // The min of each row in all four bytes of its fragment words.
-        const u32 mn0 = ((m0[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
-        const u32 mn1 = ((m1[s >> 2] >> (8 * (s & 3))) & 0xffu) * 0x01010101u;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const u8* yb = as + (8 * j + g) * AS + 4 + 32 * s + 4 * t4;
-            const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
             int c[4];
-            mma_s8_16x8x32(c, a0, a1, a2, a3, y0, y1);
-            if constexpr (MIN) mma_s8_16x8x32_acc(imn[j], mn0, mn1, mn0, mn1, y0, y1);
+            mma_s8_16x8x32(c, a0, a1, a2, a3, lds32(yb), lds32(yb + 16));
             isc[j][0] += sc0 * c[0];
             isc[j][1] += sc0 * c[1];
             isc[j][2] += sc1 * c[2];
@@ -2361,14 +2320,10 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         const u8* x0 = raw2[b & 1] + r0 * W::TS;
         const u8* x1 = raw2[b & 1] + r1 * W::TS;
         const u8* as = as2[b & 1];
-        // Both rows' d and dmin, and their scales and mins as bytes: sub-blocks 0-3 are the low
-        // 6 bits of scale bytes 0-3 (mins 4-7); 4-7 the nibbles of bytes 8-11 with bits 6-7 of
-        // bytes 0-3 (4-7) above them (scale_min_k4).
-        const uint4 h0 = *(const uint4*)x0, h1 = *(const uint4*)x1;
-        const u32 sc0[2] = {h0.y & 0x3f3f3f3fu, (h0.w & 0x0f0f0f0fu) | ((h0.y >> 2) & 0x30303030u)};
-        const u32 mn0[2] = {h0.z & 0x3f3f3f3fu, ((h0.w >> 4) & 0x0f0f0f0fu) | ((h0.z >> 2) & 0x30303030u)};
-        const u32 sc1[2] = {h1.y & 0x3f3f3f3fu, (h1.w & 0x0f0f0f0fu) | ((h1.y >> 2) & 0x30303030u)};
-        const u32 mn1[2] = {h1.z & 0x3f3f3f3fu, ((h1.w >> 4) & 0x0f0f0f0fu) | ((h1.z >> 2) & 0x30303030u)};
+        // Both rows' d and dmin, and their scales and mins as bytes.
+        u32 sc0[2], mn0[2], sc1[2], mn1[2];
+        const float2 d0 = k4_header(*(const uint4*)x0, sc0, mn0);
+        const float2 d1 = k4_header(*(const uint4*)x1, sc1, mn1);
         u32 qh[4] = {0, 0, 0, 0};
         if constexpr (FIVE) {
             qh[0] = lds32(x0 + 16 + 4 * t4), qh[1] = lds32(x1 + 16 + 4 * t4);
@@ -2411,10 +2366,6 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 }
             }
         }
-        const float2 d0 = make_float2(__half2float(__ushort_as_half((u16)(h0.x & 0xffff))),
-                                      __half2float(__ushort_as_half((u16)(h0.x >> 16))));
-        const float2 d1 = make_float2(__half2float(__ushort_as_half((u16)(h1.x & 0xffff))),
-                                      __half2float(__ushort_as_half((u16)(h1.x >> 16))));
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
