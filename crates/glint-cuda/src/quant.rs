@@ -883,30 +883,25 @@ fn mmq_launch(
             let bytes = 2 * MMQ_WIDE_BM * ty.type_size() + 2 * MMQ_BN * MMQ_AS;
             be.smem.allow(be, op, &f, wide, bytes)?;
             let grid = LaunchConfig {
-                grid_dim: (
-                    rows.div_ceil(MMQ_WIDE_BM) as u32,
-                    tiles.clamp(1, GRID_YZ_MAX) as u32,
-                    1,
-                ),
-                block_dim: (2 * MMQ_WIDE_BM as u32, 1, 1),
                 shared_mem_bytes: bytes as u32,
+                ..mmq_grid(rows, tiles, MMQ_WIDE_BM)
             };
             Ok((f, grid))
         }
-        None => Ok((be.func(Family::Quant, name)?, mmq_grid(rows, tiles))),
+        None => Ok((be.func(Family::Quant, name)?, mmq_grid(rows, tiles, MMQ_BM))),
     }
 }
 
-/// One `mmq_*` block per MMQ_BM rows and token tile (tiles past the grid's height are
-/// strided over it).
-fn mmq_grid(rows: usize, tiles: usize) -> LaunchConfig {
+/// One `mmq_*` block of `bm` rows (2 · `bm` threads) per token tile (tiles past the grid's
+/// height are strided over it).
+fn mmq_grid(rows: usize, tiles: usize, bm: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (
-            rows.div_ceil(MMQ_BM) as u32,
+            rows.div_ceil(bm) as u32,
             tiles.clamp(1, GRID_YZ_MAX) as u32,
             1,
         ),
-        block_dim: (128, 1, 1),
+        block_dim: (2 * bm as u32, 1, 1),
         shared_mem_bytes: 0,
     }
 }
@@ -1048,21 +1043,23 @@ fn matmul_with(
     // as one token alone). Not fewer: a tile of up to 8 tokens wastes most of the MMA and of
     // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
     // even with the output head alone on the tensor cores, 0.62x with every weight).
-    let (name, grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
-        Some(name) => (name, mmq_grid(rows, n.div_ceil(MMQ_BN))),
-        None if n == 1 => (k.matvec1, mv_grid(rows, 1, ks)),
-        None => (k.matvec, mv_grid(rows, n.div_ceil(MV_TOK), ks)),
-    };
-    let staged = match k.matvec1s {
-        Some(s) if name == k.matvec1 && stages(rows) => with_stage(be, s, w.ty, MV_STAGES, grid)?,
-        _ => None,
-    };
-    let (f, mut grid) = match staged {
-        Some(fg) => fg,
-        None if Some(name) == mmq_kernel(w.ty) => {
-            mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN))?
+    let (f, mut grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
+        Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN))?,
+        None if n == 1 => {
+            let grid = mv_grid(rows, 1, ks);
+            let staged = match k.matvec1s {
+                Some(s) if stages(rows) => with_stage(be, s, w.ty, MV_STAGES, grid)?,
+                _ => None,
+            };
+            match staged {
+                Some(fg) => fg,
+                None => (be.func(Family::Quant, k.matvec1)?, grid),
+            }
         }
-        None => (be.func(Family::Quant, name)?, grid),
+        None => (
+            be.func(Family::Quant, k.matvec)?,
+            mv_grid(rows, n.div_ceil(MV_TOK), ks),
+        ),
     };
     let mut b = be.launch(&f);
     b.arg(&w.data);
