@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Where the prefill products' warps wait: Nsight Compute's full section set, with per-source-line
-# and per-SASS-instruction stall samples, for the launches of the kernels matching KERNELS
+# Where the prefill products' warps wait: Nsight Compute's full section set, with
+# per-SASS-instruction stall samples, for the launches of the kernels matching KERNELS
 # (default: the Q4_K/Q6_K MMQ products and MLA attention) in one prefill step of a PROMPT-token
 # prompt (default 512) on a synthetic 1 dense + 1 MoE file with GLM-5's real shapes (256
-# experts, Q4_K_M-like). The kernels are compiled with line info (GLINT_NVRTC_LINEINFO=1), and
-# the kernel sources are linked into the working directory so ncu can import them. Runs on a
-# GPU machine from a checkout holding device-bin/ (scripts/cuda-build.sh). Writes under $OUT:
-# stalls.ncu-rep.xz (the report), details.txt (every section of every launch), and per launch
-# sass-*.csv (each instruction with its executions and stall samples by reason) and
-# source-*.csv (the CUDA view: in call AH, Nsight Compute 2025.3.1 gave it the source text but
-# no metric columns, so the SASS view is the one to read).
+# experts, Q4_K_M-like). The kernels are compiled with line info (GLINT_NVRTC_LINEINFO=1) and
+# the kernel sources are linked into the working directory, so the report carries the source
+# for Nsight Compute's GUI (its command-line CUDA view gave no metric columns in call AH,
+# ncu 2025.3.1). Runs on a GPU machine from a checkout holding device-bin/
+# (scripts/cuda-build.sh). Writes under $OUT: stalls.ncu-rep.xz (the report), details.txt
+# (every section of every launch), and per launch sass-*.csv (each instruction with its
+# executions and stall samples by reason).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stalls}
@@ -28,11 +28,9 @@ echo "ncu rc=$?" >> "$out/ncu.log"
 rep=$out/stalls.ncu-rep
 ncu -i "$rep" --page details --print-details all > "$out/details.txt" 2>&1 \
   || ncu -i "$rep" --page details > "$out/details.txt" 2>&1
-ncu -i "$rep" --page source --csv --print-source cuda > "$out/source-all.csv" 2>&1
 for ((i = 0; i < ${COUNT:-24}; i++)); do
-  ncu -i "$rep" --page source --csv --print-source cuda --launch-skip $i --launch-count 1 > "$out/source-$i.csv" 2>&1 || break
-  ncu -i "$rep" --page source --csv --print-source sass --launch-skip $i --launch-count 1 > "$out/sass-$i.csv" 2>&1
-  [ -s "$out/source-$i.csv" ] || break
+  ncu -i "$rep" --page source --csv --print-source sass --launch-skip $i --launch-count 1 > "$out/sass-$i.csv" 2>&1 || break
+  grep -q '"Address"' "$out/sass-$i.csv" || { rm -f "$out/sass-$i.csv"; break; }
 done
 xz -f -9 "$rep"
 find . -maxdepth 1 -type l \( -name '*.cu' -o -name '*.cuh' \) -delete
