@@ -1865,25 +1865,26 @@ __device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, 
 // and adds (`__fadd_rn`) to v[j][q] this thread's step values: rows g (q 0, 1) and g + 8
 // (q 2, 3) of its warp's 16, tokens 8j + 2t + (q & 1) — added there rather than returned, so no
 // step-value registers stay live beside the sums. It synchronises the block itself.
-template <int BM = MMQ_BM, class Step>
+template <int BM = MMQ_BM, int BN = MMQ_BN, class Step>
 __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __restrict__ y, int rows, int n,
                                           long long row_bytes, int nsteps, int ks, const u32* __restrict__ order,
                                           const u32* __restrict__ tiles, int n_used, int x_per_slot, Step step) {
-    __shared__ int out_row[MMQ_BN], x_row[MMQ_BN];
+    __shared__ int out_row[BN], x_row[BN];
+    constexpr int NJ = BN / 8;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * BM;
     const int passes = (nsteps + 3) / 4;
-    const int n_tiles = tiles ? (int)tiles[0] : (n + MMQ_BN - 1) / MMQ_BN;
+    const int n_tiles = tiles ? (int)tiles[0] : (n + BN - 1) / BN;
     for (int tile = blockIdx.y; tile < n_tiles; tile += gridDim.y) {
         u32 e = 0;
-        int first = tile * MMQ_BN, nt = min(MMQ_BN, n - first);
+        int first = tile * BN, nt = min(BN, n - first);
         if (tiles) {
             e = tiles[1 + 3 * tile];
             first = (int)tiles[2 + 3 * tile];
             nt = (int)tiles[3 + 3 * tile];
         }
         __syncthreads();  // the previous tile's readers are done with out_row / x_row
-        if (tid < MMQ_BN) {
+        if (tid < BN) {
             // Places past nt repeat the first pair: computed, never stored.
             const int q = tid < nt ? tid : 0;
             const int p = tiles ? (int)order[first + q] : first + q;
@@ -1892,15 +1893,15 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
         }
         const u8* wt = w + (long long)e * rows * row_bytes;
         // acc: the current run's sum; tot: the runs before it, added in order (group_sum's).
-        float acc[4][4], tot[4][4];
+        float acc[NJ][4], tot[NJ][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[j][q] = tot[j][q] = 0.0f;
         int part = 0, part_end = min(nsteps, 4 * (passes / ks));
         auto close_part = [&]() {
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     tot[j][q] = part == 0 ? acc[j][q] : __fadd_rn(tot[j][q], acc[j][q]);
@@ -1915,7 +1916,7 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
         }
         while (part < ks) close_part();
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 const int row = row0 + warp * 16 + g + (q >= 2 ? 8 : 0), o = out_row[8 * j + 2 * t4 + (q & 1)];
@@ -2264,21 +2265,22 @@ __device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 
 // b's MMAs run, one barrier a step. BM rows a block, 2 · BM threads (a warp's 16 rows × 32
 // tokens either way): 64, or 128 (`mmq_*_wide`), which reads each step's activations for
 // twice the rows (half the activation bytes an output; Nsight, call AH: L2's lookups at 74%).
-// The buffers are MMQ_K4_SMEM(BM, TS) bytes of shared memory: dynamic for 128 rows (past 48 KiB).
-#define MMQ_K4_SMEM(BM, TS) (2 * (BM) * (TS) + 2 * MMQ_BN * MMQ_AS)
-template <class W, int BM>
+// The buffers are MMQ_K4_SMEM(BM, BN, TS) bytes of shared memory: static up to 48 KiB, else
+// dynamic (128 rows of 32 tokens).
+#define MMQ_K4_SMEM(BM, BN, TS) (2 * (BM) * (TS) + 2 * (BN) * MMQ_AS)
+template <class W, int BM, int BN = MMQ_BN>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
     constexpr int QS = FIVE ? 48 : 16;
     // Two buffers of the weights and of the activations: static arrays under 48 KiB (as the
     // 64-row kernels always had), else the same arrays in dynamic shared memory.
     using Raw = u8[BM * W::TS];
-    using Act = u8[MMQ_BN * MMQ_AS];
+    using Act = u8[BN * MMQ_AS];
     Raw* raw2;
     Act* as2;
-    if constexpr (MMQ_K4_SMEM(BM, W::TS) <= 48 * 1024) {
+    if constexpr (MMQ_K4_SMEM(BM, BN, W::TS) <= 48 * 1024) {
         __shared__ __align__(16) u8 raw_st[2][BM * W::TS];
-        __shared__ __align__(16) u8 as_st[2][MMQ_BN * MMQ_AS];
+        __shared__ __align__(16) u8 as_st[2][BN * MMQ_AS];
         raw2 = raw_st;
         as2 = as_st;
     } else {
@@ -2294,8 +2296,9 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     // weight row (pieces c ≡ tid mod 2 of its block b), 2 · BM / 32 a token (pieces c ≡ tid
     // mod that of the first MMQ_AS bytes of its Q8_K block b), so each thread forms one
     // address a step.
-    constexpr int TPT = 2 * BM / MMQ_BN;
-    static_assert(TPT * MMQ_BN == 2 * BM && (BM == 64 || BM == 128), "mmq_k4's copies: 2 · BM threads");
+    constexpr int TPT = 2 * BM / BN, NJ = BN / 8;
+    static_assert(TPT * BN == 2 * BM && (BM == 64 || BM == 128) && (BN == 16 || BN == 32),
+                  "mmq_k4's copies: 2 · BM threads, 16 or 32 tokens");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
         {
@@ -2309,7 +2312,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         stage_q8k<MMQ_AS, true, TPT>(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
-    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[4][4]) {
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[NJ][4]) {
         if (b == 0) {
             __syncthreads();  // x_row is written; the previous tile's readers are done
             issue(wt, 0, xr);
@@ -2329,9 +2332,9 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             qh[0] = lds32(x0 + 16 + 4 * t4), qh[1] = lds32(x1 + 16 + 4 * t4);
             qh[2] = lds32(x0 + 32 + 4 * t4), qh[3] = lds32(x1 + 32 + 4 * t4);
         }
-        int isc[4][4], imn[4][4];
+        int isc[NJ][4], imn[NJ][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int q = 0; q < 4; ++q) isc[j][q] = imn[j][q] = 0;
 #pragma unroll
@@ -2353,7 +2356,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 u32 m[4];
                 min_fragment(m, mn0[s >> 2], mn1[s >> 2], 0x1111u * (u32)(s & 3));
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
+                for (int j = 0; j < NJ; ++j) {
                     const u8* yb = as + (8 * j + g) * MMQ_AS + 4 + 32 * s + 4 * t4;
                     const u32 y0 = lds32(yb), y1 = lds32(yb + 16);
                     int c[4];
@@ -2367,7 +2370,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
             }
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int q = 0; q < 2; ++q) {
                 const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
@@ -2375,7 +2378,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
     };
-    mmq_tiles<BM>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+    mmq_tiles<BM, BN>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 // 16 warps a multiprocessor (four blocks, or two wide ones): ptxas then keeps these to 128
 // registers without spilling (130 unbounded, three blocks).
@@ -2388,6 +2391,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) mmq_q4_k_wide(MMQ_ARGS) {
 extern "C" __global__ void __launch_bounds__(256, 2) mmq_q5_k_wide(MMQ_ARGS) {
     pdl_enter();
     mmq_k4<W_q5_k, 128>(MMQ_PASS);
+}
+// 16 token places a block: the expert products of a prefill, whose experts average ~16 pairs
+// (512 tokens × 8 of 256), fill 32-place tiles a third.
+extern "C" __global__ void __launch_bounds__(256, 2) mmq_q4_k_wide16(MMQ_ARGS) {
+    pdl_enter();
+    mmq_k4<W_q4_k, 128, 16>(MMQ_PASS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) mmq_q5_k_wide16(MMQ_ARGS) {
+    pdl_enter();
+    mmq_k4<W_q5_k, 128, 16>(MMQ_PASS);
 }
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)

@@ -853,20 +853,43 @@ const MMQ_BN: usize = 32;
 const MMQ_WIDE_BM: usize = 128;
 const MMQ_AS: usize = 272;
 
-/// The wide tensor-core kernel of a type that has one.
-fn mmq_wide(ty: GgmlType) -> Option<&'static str> {
+/// The wide tensor-core kernels of a type that has them: 32 token places a block, and 16.
+fn mmq_wide(ty: GgmlType) -> Option<(&'static str, &'static str)> {
     match ty {
-        GgmlType::Q4_K => Some("mmq_q4_k_wide"),
-        GgmlType::Q5_K => Some("mmq_q5_k_wide"),
+        GgmlType::Q4_K => Some(("mmq_q4_k_wide", "mmq_q4_k_wide16")),
+        GgmlType::Q5_K => Some(("mmq_q5_k_wide", "mmq_q5_k_wide16")),
         _ => None,
     }
 }
 
+/// Whether the wide kernels run for weights of `ty` over `rows` rows: where the type has them
+/// and the rows pass one 64-row block, unless `GLINT_CUDA_MMQ_WIDE=0` (the same bits either
+/// way; this only compares speed).
+fn wide_applies(ty: GgmlType, rows: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_WIDE").map_or(true, |v| v != "0"));
+    on && rows > MMQ_BM && mmq_wide(ty).is_some()
+}
+
+/// Token places of an expert-indexed product's tensor-core tiles: 16 where the wide kernels
+/// run and the experts average at most 16 pairs (a prefill's: 512 tokens × 8 of 256 experts
+/// filled 32-place tiles a third), else [`MMQ_BN`]; `GLINT_CUDA_MMQ16=0` keeps 32 (the same
+/// bits; to compare speed in one binary).
+fn mmq_places(ty: GgmlType, rows: usize, pairs: usize, slices: usize) -> usize {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ16").map_or(true, |v| v != "0"));
+    if on && wide_applies(ty, rows) && pairs <= 16 * slices {
+        16
+    } else {
+        MMQ_BN
+    }
+}
+
 /// The function and launch of tensor-core kernel `name` (weights of `ty`) over `rows` rows and
-/// `tiles` token tiles: the wide kernel where the type has one and the rows pass one 64-row
-/// block, unless `GLINT_CUDA_MMQ_WIDE=0` (both give the same bits; this only compares speed).
-/// The wide kernel's two weight and two activation buffers are dynamic shared memory
-/// (kernels/quant.cu `MMQ_K4_SMEM`: 54-62 KiB, past the 48 KiB of static memory).
+/// `tiles` token tiles of `places` tokens ([`MMQ_BN`], or 16 from [`mmq_places`]): the wide
+/// kernel where [`wide_applies`]. The wide kernels' two weight and two activation buffers are
+/// kernels/quant.cu `MMQ_K4_SMEM` bytes: static shared memory up to 48 KiB, else dynamic
+/// (54-62 KiB with 32 places).
 fn mmq_launch(
     be: &CudaBackend,
     op: &'static str,
@@ -874,16 +897,19 @@ fn mmq_launch(
     name: &'static str,
     rows: usize,
     tiles: usize,
+    places: usize,
 ) -> Result<(CudaFunction, LaunchConfig)> {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_WIDE").map_or(true, |v| v != "0"));
-    match mmq_wide(ty).filter(|_| on && rows > MMQ_BM) {
-        Some(wide) => {
+    match mmq_wide(ty).filter(|_| wide_applies(ty, rows)) {
+        Some((wide32, wide16)) => {
+            let wide = if places == 16 { wide16 } else { wide32 };
             let f = be.func(Family::Quant, wide)?;
-            let bytes = 2 * MMQ_WIDE_BM * ty.type_size() + 2 * MMQ_BN * MMQ_AS;
-            be.smem.allow(be, op, &f, wide, bytes)?;
+            let bytes = 2 * MMQ_WIDE_BM * ty.type_size() + 2 * places * MMQ_AS;
+            let dynamic = if bytes > 48 * 1024 { bytes } else { 0 };
+            if dynamic > 0 {
+                be.smem.allow(be, op, &f, wide, dynamic)?;
+            }
             let grid = LaunchConfig {
-                shared_mem_bytes: bytes as u32,
+                shared_mem_bytes: dynamic as u32,
                 ..mmq_grid(rows, tiles, MMQ_WIDE_BM)
             };
             Ok((f, grid))
@@ -1044,7 +1070,7 @@ fn matmul_with(
     // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
     // even with the output head alone on the tensor cores, 0.62x with every weight).
     let (f, mut grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
-        Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN))?,
+        Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN), MMQ_BN)?,
         None if n == 1 => {
             let grid = mv_grid(rows, 1, ks);
             let staged = match k.matvec1s {
@@ -1170,7 +1196,10 @@ fn mul_mat_id_with(
     if grouped(n, pairs, slices) {
         // Tensor-core tiles of up to MMQ_BN pairs once the experts average more than MV_TOK.
         let mmq = mmq_kernel(w.ty).filter(|_| pairs > MV_TOK * slices);
-        let tile = if mmq.is_some() { MMQ_BN } else { MV_TOK };
+        let tile = match mmq {
+            Some(_) => mmq_places(w.ty, rows, pairs, slices),
+            None => MV_TOK,
+        };
         let tile_i = tile as i32;
         be.fork.main_only(OP)?;
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
@@ -1197,7 +1226,7 @@ fn mul_mat_id_with(
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
         let (f, grid) = match mmq {
-            Some(m) => mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile))?,
+            Some(m) => mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile), tile)?,
             None => (
                 be.func(Family::Quant, k.matvec)?,
                 mv_grid(rows, max_tiles(pairs, slices, tile), ks),
@@ -1401,8 +1430,9 @@ mod tests {
                     "{m} missing"
                 );
             }
-            if let Some(m) = mmq_wide(k.ty) {
+            if let Some((m, m16)) = mmq_wide(k.ty) {
                 assert!(src.contains(&format!(") {m}(MMQ_ARGS)")), "{m} missing");
+                assert!(src.contains(&format!(") {m16}(MMQ_ARGS)")), "{m16} missing");
             }
         }
     }
@@ -1416,14 +1446,14 @@ mod tests {
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BN"), MMQ_BN);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BM"), MMQ_BM);
         for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
-            let m = mmq_wide(ty).unwrap();
-            let head = format!("__launch_bounds__({}, 2) {m}(MMQ_ARGS)", 2 * MMQ_WIDE_BM);
-            assert!(src.contains(&head), "{head}");
-            let body = format!(
-                "mmq_k4<W_{}, {MMQ_WIDE_BM}>(MMQ_PASS)",
-                ty.name().to_lowercase()
-            );
-            assert!(src.contains(&body), "{body}");
+            let (m, m16) = mmq_wide(ty).unwrap();
+            for (k, tail) in [(m, String::new()), (m16, ", 16".to_string())] {
+                let head = format!("__launch_bounds__({}, 2) {k}(MMQ_ARGS)", 2 * MMQ_WIDE_BM);
+                assert!(src.contains(&head), "{head}");
+                let t = ty.name().to_lowercase();
+                let body = format!("mmq_k4<W_{t}, {MMQ_WIDE_BM}{tail}>(MMQ_PASS)");
+                assert!(src.contains(&body), "{body}");
+            }
         }
     }
 

@@ -496,6 +496,10 @@ fn grouping_many_experts_matches_the_cpu_backend() {
     // pairs (full and partial), over more rows than one of their row tiles.
     grouping_case(GgmlType::Q4_K, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::Q5_K, 512, 70, 100, 3, 600);
+    // Experts averaging 12 pairs over more than 64 rows: Q4_K's and Q5_K's 16-place tiles
+    // (`mmq_*_wide16`), full and partial.
+    grouping_case(GgmlType::Q4_K, 512, 70, 150, 3, 600);
+    grouping_case(GgmlType::Q5_K, 512, 70, 150, 3, 600);
     grouping_case(GgmlType::Q6_K, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::IQ4_XS, 512, 70, 100, 3, 600);
     grouping_case(GgmlType::Q2_K, 512, 70, 100, 3, 600);
