@@ -15,8 +15,9 @@
 //                      evaluated in the same order without contraction (`__fmul_rn`), so a
 //                      gathered row is bit-identical to the CPU's.
 // The `QUANT_KERNELS(name, W)` macro at the bottom stamps out the extern "C" kernels
-// `matvec_<name>`, `matvec1_<name>`, `mmid_<name>` and `get_rows_<name>` from the templates below
-// (and `STAGED_KERNEL`, for the block types, `matvec1s_<name>` and `mmids_<name>`); the Rust side
+// `matvec_<name>`, `matvec1_<name>`, `mmid_<name>`, `get_rows_<name>` and `dequant_bf16_<name>`
+// from the templates below (and `STAGED_KERNEL`, for the block types, `matvec1s_<name>` and
+// `mmids_<name>`); the Rust side
 // (crates/glint-cuda/src/quant.rs) has the matching table row per type. Every block type except
 // Q8_1 also has a tensor-core kernel for batches (`mmq_<name>`, the MMQ_STAGED lines at the
 // end), and their W structs say BLOCKSUM: every kernel sums their rows in the order mmq_* can
@@ -69,6 +70,11 @@ __device__ __forceinline__ u32 ld32(const u8* p) { return (u32)ld16(p) | ((u32)l
 __device__ __forceinline__ float ldh(const u8* p) { return __half2float(__ushort_as_half(ld16(p))); }
 __device__ __forceinline__ float ldbf(const u8* p) { return __uint_as_float((u32)ld16(p) << 16); }
 __device__ __forceinline__ float ldf(const u8* p) { return __uint_as_float(ld32(p)); }
+// ggml's GGML_FP32_TO_BF16: round to nearest even, NaNs kept quiet.
+__device__ __forceinline__ u16 bf16_bits(float f) {
+    const u32 u = __float_as_uint(f);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u16)((u >> 16) | 64) : (u16)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+}
 
 // Q8_K activation block: f32 d, i8 qs[256], i16 bsums[16].
 __device__ __forceinline__ float q8k_d(const u8* y) { return *(const float*)y; }
@@ -1685,6 +1691,27 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
+// Rows first .. first + rows - 1 of W decoded to bf16 (deq, then bf16_bits), row after row:
+// the weight half of a prefill product cuBLAS multiplies (crates/glint-cuda/src/gemm.rs). Two
+// elements a thread and one 4-byte store; cols is even.
+template <class W>
+__device__ __forceinline__ void dequant_bf16(const u8* __restrict__ w, u32* __restrict__ out, int cols,
+                                             long long first, long long rows) {
+    const long long row_bytes = (long long)(cols / W::QK) * W::TS;
+    const int half = cols / 2;
+    const long long total = rows * half;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < total;
+         p += (long long)gridDim.x * blockDim.x) {
+        const long long r = p / half;
+        const int c = (int)(p - r * half) * 2;
+        const u8* row = w + (first + r) * row_bytes;
+        const int i0 = c / W::QK, i1 = (c + 1) / W::QK;
+        const float a = W::deq(row + (long long)i0 * W::TS, c - i0 * W::QK);
+        const float b = W::deq(row + (long long)i1 * W::TS, c + 1 - i1 * W::QK);
+        out[p] = (u32)bf16_bits(a) | ((u32)bf16_bits(b) << 16);
+    }
+}
+
 // A one-token product block's weight rows to L2 before it waits (l2_prefetch): the rows matvec
 // gives its row groups, from the first block of each row range (blockIdx.y > 0 reads the same).
 // Not inlined: inlined, ptxas kept its values live into the product and spilled (matvec1_f32x4,
@@ -1739,6 +1766,11 @@ __device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int 
         get_rows_##name(const u8* __restrict__ w, const u32* __restrict__ ids, float* __restrict__ out, \
                         int cols, long long total_rows, int n) { pdl_enter();                                     \
         get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256)                                                \
+        dequant_bf16_##name(const u8* __restrict__ w, u32* __restrict__ out, int cols, long long first, \
+                            long long rows) { pdl_enter();                                           \
+        dequant_bf16<W>(w, out, cols, first, rows);                                                  \
     }
 // The staged one-token products, kernels of their own so that matvec1_* and mmid_* keep the
 // registers they need without a stage (sharing one kernel, matvec1_q6_k went from 58 to 97
@@ -2690,11 +2722,8 @@ extern "C" __global__ void quantize_act_f16(const float* __restrict__ x, u16* __
     if (i < n) out[i] = __half_as_ushort(__float2half_rn(x[i]));
 }
 
-// ggml's GGML_FP32_TO_BF16: round to nearest even, NaNs kept quiet.
 extern "C" __global__ void quantize_act_bf16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
     pdl_enter();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const u32 u = __float_as_uint(x[i]);
-    out[i] = (u & 0x7fffffffu) > 0x7f800000u ? (u16)((u >> 16) | 64) : (u16)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+    if (i < n) out[i] = bf16_bits(x[i]);
 }

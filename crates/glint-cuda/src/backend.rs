@@ -32,6 +32,8 @@ pub struct CudaBackend {
     /// Pinned buffers weight uploads stream through (made at the first upload).
     pub(crate) staging: Mutex<Option<crate::staging::Staging>>,
     pub(crate) quant: crate::quant::QuantState,
+    /// Prompt-sized dense products on cuBLAS (gemm.rs).
+    pub(crate) gemm: crate::gemm::GemmState,
     pub(crate) attn: crate::attention::AttnState,
     pub(crate) smem: crate::smem::SmemState,
     /// Launches carry the programmatic-dependent-launch attribute (launch.rs).
@@ -158,6 +160,7 @@ impl CudaBackend {
         );
         Ok(Self {
             quant: crate::quant::QuantState::default(),
+            gemm: crate::gemm::GemmState::default(),
             attn: crate::attention::AttnState::default(),
             smem: crate::smem::SmemState::default(),
             ctx,
@@ -333,7 +336,14 @@ impl Backend for CudaBackend {
                 self.stream
                     .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                     .map_err(dev(op))?;
+                // A recorded step keeps to the MMQ kernels (gemm.rs says why).
+                self.gemm
+                    .capturing
+                    .store(true, std::sync::atomic::Ordering::Release);
                 let ran = f();
+                self.gemm
+                    .capturing
+                    .store(false, std::sync::atomic::Ordering::Release);
                 let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
                 ran?;
                 let g = ended.map_err(dev(op))?.ok_or(CoreError::Device {

@@ -15,6 +15,7 @@ pub mod compile;
 mod device;
 mod elementwise;
 mod fork;
+mod gemm;
 mod launch;
 mod moe;
 mod quant;

@@ -31,6 +31,8 @@ pub(crate) struct Kind {
     pub mmids: Option<&'static str>,
     pub mmid: &'static str,
     pub get_rows: &'static str,
+    /// Rows decoded to bf16, for the products cuBLAS multiplies (gemm.rs).
+    pub dequant: &'static str,
     /// The activation format of `matvec` / `mmid` (F32: the activation as is).
     pub partner: GgmlType,
     /// The tensor-core kernel for batches of more than MV_TOK tokens, where the type has one.
@@ -73,6 +75,7 @@ macro_rules! kinds {
             mmids: staged_name!("mmids_" $name $($mmq)?),
             mmid: concat!("mmid_", $name),
             get_rows: concat!("get_rows_", $name),
+            dequant: concat!("dequant_bf16_", $name),
             partner: GgmlType::$partner,
             mmq: mmq_name!($name $($mmq)?),
         },)*];
@@ -129,6 +132,7 @@ const F32X4: Kind = Kind {
     mmids: None,
     mmid: "mmid_f32x4",
     get_rows: "get_rows_f32x4",
+    dequant: "dequant_bf16_f32x4",
     partner: GgmlType::F32,
     mmq: None,
 };
@@ -406,7 +410,7 @@ impl QuantState {
 }
 
 /// Grows a scratch to at least `len` elements (only when a call exceeds what `prepare` sized).
-fn ensure<'g, T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+pub(crate) fn ensure<'g, T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     be: &CudaBackend,
     slot: &'g mut Option<CudaSlice<T>>,
     len: usize,
@@ -1062,6 +1066,25 @@ fn matmul_with(
     }
     let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    if crate::gemm::applies(be, w, n) {
+        // The activation in bf16 (in a slot, so the products of one input round it once).
+        let act = match w.ty {
+            GgmlType::F32 => None,
+            _ => {
+                let bf16 = kind_for(OP, GgmlType::BF16)?;
+                let Act::Quant(s) = activation(be, OP, bf16, x, n, cols, &mut g)?.0 else {
+                    return Err(CoreError::Param {
+                        op: OP,
+                        msg: "the bf16 activation has no quantizer".into(),
+                    });
+                };
+                Some(s)
+            }
+        };
+        if crate::gemm::matmul(be, w, k.dequant, x, act, n, y)? {
+            return Ok(());
+        }
+    }
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;

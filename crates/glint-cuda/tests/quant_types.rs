@@ -1030,3 +1030,152 @@ fn normed_products_match_the_cpu_backend_and_the_separate_ops() {
         eprintln!("{ty}: normed products ok");
     }
 }
+
+/// Bound on |cuBLAS − reference| for one output of a prompt-sized product (crates/glint-cuda/
+/// src/gemm.rs), the reference being the exact product of the bf16-rounded operands
+/// ([`exact_rows`]): what is left is cuBLAS' f32 sums in any order, at most
+/// (cols + 32)·2⁻²⁴ of Σ|w·x|.
+fn gemm_tolerance(cols: usize, abs_sum: f64) -> f64 {
+    1.01 * (cols + 32) as f64 * 2f64.powi(-24) * abs_sum + 1e-30
+}
+
+/// Rounded to bf16 as gemm.rs's kernels round (to nearest even), by the half crate.
+fn bf16_round(v: f32) -> f32 {
+    half::bf16::from_f32(v).to_f32()
+}
+
+/// `w`'s rows `pick` (rows of `cols` elements of `ty`) times `x` (`n` rows) in f64, from
+/// glint-quant's dequantizer (checked against gguf-py in glint-quant's tests), with both
+/// operands rounded to bf16 first unless the weight is F32 (cuBLAS' f32 GEMM then): the
+/// product and Σ|w·x| per (token, picked row).
+fn exact_rows(
+    ty: GgmlType,
+    w: &[u8],
+    cols: usize,
+    pick: &[usize],
+    x: &[f32],
+    n: usize,
+) -> Vec<(f64, f64)> {
+    let round = |v: f32| {
+        if ty == GgmlType::F32 {
+            v
+        } else {
+            bf16_round(v)
+        }
+    };
+    let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+    let deq: Vec<Vec<f32>> = pick
+        .iter()
+        .map(|&r| {
+            let row = &w[r * row_bytes..(r + 1) * row_bytes];
+            let d = glint_quant::dequantize_to_vec(ty, row).unwrap();
+            d.into_iter().map(round).collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(n * pick.len());
+    for t in 0..n {
+        let xt: Vec<f32> = x[t * cols..(t + 1) * cols]
+            .iter()
+            .map(|&v| round(v))
+            .collect();
+        for d in &deq {
+            out.push(d.iter().zip(&xt).fold((0.0, 0.0), |(s, m), (&a, &b)| {
+                let p = a as f64 * b as f64;
+                (s + p, m + p.abs())
+            }));
+        }
+    }
+    out
+}
+
+/// Products of 130 tokens (past gemm.rs's 128-token default) of every weight type the cuBLAS
+/// path takes, every row and token against the exact product of the bf16-rounded operands:
+/// a wrong layout, transpose, leading dimension or rounding shows at once (a wrong row's
+/// value is ~√cols·|w·x| away, the bound (cols + 32)·2⁻²⁴·Σ|w·x|).
+#[test]
+fn prompt_products_on_cublas_match_the_exact_product() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let n = 130;
+    for &ty in GgmlType::ALL {
+        if glint_quant::traits(ty).vec_dot_type.is_none()
+            || matches!(ty, GgmlType::F16 | GgmlType::Q8_1)
+        {
+            continue;
+        }
+        let bs = ty.block_size();
+        let shapes = if bs == 1 {
+            vec![(514, 5), (6144, 33)]
+        } else {
+            vec![(2 * bs, 3), (bs.max(256) * 3, 37)]
+        };
+        for (cols, rows) in shapes {
+            let wb = weight_bytes(&mut rng, ty, cols * rows);
+            let wc = cuda
+                .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
+                .unwrap();
+            let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
+            let xd = cuda.upload(&x).unwrap();
+            let mut yd = cuda.alloc(n * rows).unwrap();
+            cuda.matmul(&wc, &xd, n, &mut yd).expect("cuda matmul");
+            let mut got = vec![0.0f32; n * rows];
+            cuda.download(&yd, &mut got).unwrap();
+            let all: Vec<usize> = (0..rows).collect();
+            let want = exact_rows(ty, &wb, cols, &all, &x, n);
+            for (i, (&g, &(s, m))) in got.iter().zip(&want).enumerate() {
+                let tol = gemm_tolerance(cols, m);
+                assert!(
+                    (g as f64 - s).abs() <= tol && g.is_finite(),
+                    "{ty} {cols}x{rows}, {n} tokens: token {} row {}: cuda {g}, reference {s} \
+                     (tolerance {tol:e})",
+                    i / rows,
+                    i % rows
+                );
+            }
+        }
+        eprintln!("{ty}: ok");
+    }
+}
+
+/// A weight of more than gemm.rs's 128 Mi-element scratch (2048 × 65540 Q4_K, 134 M) is
+/// decoded and multiplied in row chunks of 65536 rows: rows on both sides of the boundary and
+/// the last ones, against the exact product of the bf16-rounded operands. The rows repeat
+/// with period 7, which 65536 is not a multiple of, so a chunk written at the wrong offset
+/// gives another row's values.
+#[test]
+fn a_weight_past_the_scratch_is_multiplied_in_row_chunks() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (ty, cols, rows, n) = (GgmlType::Q4_K, 2048, 65540, 128);
+    let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+    let base = weight_bytes(&mut rng, ty, cols * 7);
+    let wb: Vec<u8> = (0..rows)
+        .flat_map(|r| {
+            base[(r % 7) * row_bytes..(r % 7 + 1) * row_bytes]
+                .iter()
+                .copied()
+        })
+        .collect();
+    let wc = cuda
+        .upload_weight("w", ty, &[cols, rows], Cow::Borrowed(&wb))
+        .unwrap();
+    let x: Vec<f32> = (0..n * cols).map(|_| rng.f()).collect();
+    let xd = cuda.upload(&x).unwrap();
+    let mut yd = cuda.alloc(n * rows).unwrap();
+    cuda.matmul(&wc, &xd, n, &mut yd).expect("cuda matmul");
+    let mut got = vec![0.0f32; n * rows];
+    cuda.download(&yd, &mut got).unwrap();
+    let pick = [0, 1, 65533, 65534, 65535, 65536, 65537, 65538, 65539];
+    let want = exact_rows(ty, &wb, cols, &pick, &x, n);
+    for t in 0..n {
+        for (j, &r) in pick.iter().enumerate() {
+            let (s, m) = want[t * pick.len() + j];
+            let g = got[t * rows + r];
+            let tol = gemm_tolerance(cols, m);
+            assert!(
+                (g as f64 - s).abs() <= tol,
+                "token {t} row {r}: cuda {g}, reference {s} (tolerance {tol:e})"
+            );
+        }
+    }
+}
