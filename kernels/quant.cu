@@ -1691,24 +1691,31 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
-// Rows first .. first + rows - 1 of W decoded to bf16 (deq, then bf16_bits), row after row:
-// the weight half of a prefill product cuBLAS multiplies (crates/glint-cuda/src/gemm.rs). Two
-// elements a thread and one 4-byte store; cols is even.
+// Rows first .. first + rows - 1 of W decoded to bf16 (deq, then bf16_bits): the weight half
+// of a prompt product cuBLAS multiplies (crates/glint-cuda/src/gemm.rs). A thread decodes
+// eight consecutive elements of a row (one 16-byte store; cols is a multiple of 8), grid.x
+// over a row's groups and grid.y over rows, striding past 65535: no 64-bit division (a flat
+// index cost one an element pair and ran at a quarter of the copy bandwidth).
 template <class W>
-__device__ __forceinline__ void dequant_bf16(const u8* __restrict__ w, u32* __restrict__ out, int cols,
+__device__ __forceinline__ void dequant_bf16(const u8* __restrict__ w, uint4* __restrict__ out, int cols,
                                              long long first, long long rows) {
     const long long row_bytes = (long long)(cols / W::QK) * W::TS;
-    const int half = cols / 2;
-    const long long total = rows * half;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < total;
-         p += (long long)gridDim.x * blockDim.x) {
-        const long long r = p / half;
-        const int c = (int)(p - r * half) * 2;
+    const int groups = cols / 8;
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    const int c = g * 8;
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
         const u8* row = w + (first + r) * row_bytes;
-        const int i0 = c / W::QK, i1 = (c + 1) / W::QK;
-        const float a = W::deq(row + (long long)i0 * W::TS, c - i0 * W::QK);
-        const float b = W::deq(row + (long long)i1 * W::TS, c + 1 - i1 * W::QK);
-        out[p] = (u32)bf16_bits(a) | ((u32)bf16_bits(b) << 16);
+        u32 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int e0 = c + 2 * k, e1 = e0 + 1;
+            const int i0 = e0 / W::QK, i1 = e1 / W::QK;
+            const float a = W::deq(row + (long long)i0 * W::TS, e0 - i0 * W::QK);
+            const float b = W::deq(row + (long long)i1 * W::TS, e1 - i1 * W::QK);
+            v[k] = (u32)bf16_bits(a) | ((u32)bf16_bits(b) << 16);
+        }
+        out[r * groups + g] = make_uint4(v[0], v[1], v[2], v[3]);
     }
 }
 
@@ -1768,7 +1775,7 @@ __device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int 
         get_rows<W>(w, ids, out, cols, total_rows, n);                                               \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                                \
-        dequant_bf16_##name(const u8* __restrict__ w, u32* __restrict__ out, int cols, long long first, \
+        dequant_bf16_##name(const u8* __restrict__ w, uint4* __restrict__ out, int cols, long long first, \
                             long long rows) { pdl_enter();                                           \
         dequant_bf16<W>(w, out, cols, first, rows);                                                  \
     }

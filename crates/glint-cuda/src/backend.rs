@@ -181,6 +181,17 @@ impl CudaBackend {
         self
     }
 
+    /// Dense products of `min_tokens` tokens and more on cuBLAS in bf16 (gemm.rs: faster
+    /// prompts, but a token's bits then depend on its batch); `None` turns that off. The
+    /// default is `GLINT_CUDA_GEMM_MIN`, off when unset.
+    pub fn with_prompt_gemm(self, min_tokens: Option<usize>) -> Self {
+        self.gemm.min_tokens.store(
+            min_tokens.map_or(usize::MAX, |n| n.max(1)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self
+    }
+
     /// Number of recorded steps (tests, logs).
     pub fn recorded_steps(&self) -> usize {
         self.graphs.as_ref().map_or(0, |g| {
@@ -336,14 +347,7 @@ impl Backend for CudaBackend {
                 self.stream
                     .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                     .map_err(dev(op))?;
-                // A recorded step keeps to the MMQ kernels (gemm.rs says why).
-                self.gemm
-                    .capturing
-                    .store(true, std::sync::atomic::Ordering::Release);
                 let ran = f();
-                self.gemm
-                    .capturing
-                    .store(false, std::sync::atomic::Ordering::Release);
                 let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
                 ran?;
                 let g = ended.map_err(dev(op))?.ok_or(CoreError::Device {

@@ -3,7 +3,7 @@
 //! The MMQ kernels (quant.rs) multiply a quantized row by 8-bit activations with `mma.sync`
 //! and rescale every 32-element piece on the CUDA cores: on an H100 a 512-token product of a
 //! 6144 × 12288 Q4_K weight runs at ~140 int8 TOPS with half the issue slots busy (call AH,
-//! docs/performance.md), a tenth of what the tensor cores do. Past [`min_tokens`] tokens a
+//! docs/performance.md), a tenth of what the tensor cores do. Past a token count a
 //! dense product instead decodes its weight to bf16 (`dequant_bf16_*`, one pass over the
 //! weight: read ~0.6 bytes, write 2 an element), rounds the activation to bf16 and has
 //! cuBLAS multiply the two, summing in f32. F32 weights go to cuBLAS' f32 GEMM as they are
@@ -11,60 +11,80 @@
 //!
 //! Numerics: bf16 keeps 8 significant bits, so each weight and activation is rounded by at
 //! most 2^-9 of itself; the MMQ path rounds an activation by up to 1/254 of its 32- or
-//! 256-element block's largest. Both are far below a Q4_K weight's own error. What changes is
-//! that a token's logits then depend (at that level) on whether it was part of a long prompt.
+//! 256-element block's largest. Both are far below a Q4_K weight's own error.
+//!
+//! Off by default: cuBLAS picks its kernels (and so its summation order) by shape, and the
+//! one-token kernels sum in 8-bit integers, so with this path a token's logits depend, at the
+//! level above, on how many tokens shared its step; the default CUDA path gives a token the
+//! same bits in any batch (tests/batched_step.rs holds it to that). `GLINT_CUDA_GEMM_MIN=N`
+//! (or [`CudaBackend::with_prompt_gemm`]) turns it on for products of N tokens and more.
 //!
 //! Not here: expert-indexed products (at ~16 pairs an expert a prompt reads each expert's
 //! weights a few times at most, so a decode to bf16 would only add bytes), F16 weights (bf16
-//! would drop three of their bits) and steps being recorded into a CUDA graph (they keep the
-//! kernels the eager run of the same step already loaded). `GLINT_CUDA_GEMM_MIN=N` sets the
-//! token threshold; 0 turns this path off, to compare.
+//! would drop three of their bits) and products issued on the side stream (the scratch is the
+//! main stream's). A recorded step runs the same path as its eager run: cuBLAS is captured
+//! with the workspace set here, the decode scratch grown by the eager run.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use cudarc::cublas::{result as blas, sys as bsys, CudaBlas};
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use glint_core::{CoreError, GgmlType, Result};
 
-use crate::backend::{dev, grid_1d, int, CudaBackend};
+use crate::backend::{dev, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaWeight};
 use crate::compile::Family;
-
-/// The default token threshold: a decode costs ~2.6 bytes an element of the weight, about
-/// what MMQ spends on 80 tokens (H100 estimate), so well past that the GEMM wins.
-const GEMM_MIN_DEFAULT: usize = 128;
 
 /// Most bf16 elements of a decoded weight held at once (256 MiB): a larger weight (an output
 /// head) is decoded and multiplied in row chunks.
 const SCRATCH_ELEMS: usize = 128 << 20;
 
-/// The token count from which dense products take this path (`usize::MAX`: never).
-pub(crate) fn min_tokens() -> usize {
-    static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| match std::env::var("GLINT_CUDA_GEMM_MIN") {
+/// cuBLAS' workspace, set on the handle so that no call allocates (one inside a capture may
+/// not); NVIDIA recommends 32 MiB on Hopper.
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The token count from `GLINT_CUDA_GEMM_MIN`: unset or 0, never.
+fn min_tokens_from_env() -> usize {
+    match std::env::var("GLINT_CUDA_GEMM_MIN") {
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(0) => usize::MAX,
             Ok(n) => n,
             Err(_) => {
-                tracing::warn!(value = %v, "GLINT_CUDA_GEMM_MIN is not a token count; using {GEMM_MIN_DEFAULT}");
-                GEMM_MIN_DEFAULT
+                tracing::warn!(value = %v, "GLINT_CUDA_GEMM_MIN is not a token count; the cuBLAS path stays off");
+                usize::MAX
             }
         },
-        Err(_) => GEMM_MIN_DEFAULT,
-    })
+        Err(_) => usize::MAX,
+    }
 }
 
-/// The cuBLAS handle (made at the first product that takes this path) and the decoded-weight
-/// scratch.
-#[derive(Default)]
+/// A cuBLAS handle and the workspace set on it (dropped after it: fields drop in order).
+struct Blas {
+    blas: CudaBlas,
+    _workspace: CudaSlice<u8>,
+}
+
+/// The cuBLAS handle (made at the first product that takes this path), its workspace and the
+/// decoded-weight scratch.
 pub(crate) struct GemmState {
-    blas: Mutex<Option<CudaBlas>>,
+    /// Products of this many tokens and more take this path (`usize::MAX`: none).
+    pub(crate) min_tokens: AtomicUsize,
+    blas: Mutex<Option<Blas>>,
     /// cuBLAS could not be loaded or started: the MMQ kernels run everything.
     unavailable: AtomicBool,
     scratch: Mutex<Option<CudaSlice<u16>>>,
-    /// A step is being recorded (backend.rs `run_recorded`).
-    pub(crate) capturing: AtomicBool,
+}
+
+impl Default for GemmState {
+    fn default() -> Self {
+        Self {
+            min_tokens: AtomicUsize::new(min_tokens_from_env()),
+            blas: Mutex::new(None),
+            unavailable: AtomicBool::new(false),
+            scratch: Mutex::new(None),
+        }
+    }
 }
 
 /// How a weight reaches cuBLAS: as f32, as bf16 bytes, or decoded to bf16 by this kernel.
@@ -72,6 +92,20 @@ enum Input {
     F32,
     Bf16,
     Decode(&'static str),
+}
+
+/// Blocks of 256 threads, each thread eight elements of a row: grid.x over a row's groups,
+/// grid.y over rows (the kernel strides past 65535).
+fn decode_grid(rows: usize, cols: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            (cols / 8).div_ceil(256) as u32,
+            rows.clamp(1, 65_535) as u32,
+            1,
+        ),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 fn input(w: &CudaWeight, dequant: &'static str) -> Option<Input> {
@@ -83,39 +117,53 @@ fn input(w: &CudaWeight, dequant: &'static str) -> Option<Input> {
     })
 }
 
-/// Whether `w · x` over `n` tokens takes this path: enough tokens, a weight type it takes,
-/// even rows (two bf16 a thread), the main stream (the scratch is its own) and no capture.
+/// Whether `w · x` over `n` tokens takes this path: on and enough tokens, a weight type it
+/// takes, rows of whole 8-element groups (a decode thread's), and the main stream.
 pub(crate) fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
-    n >= min_tokens()
+    n >= be.gemm.min_tokens.load(Ordering::Relaxed)
         && w.slices() == 1
-        && w.cols().is_multiple_of(2)
-        && !matches!(w.ty, GgmlType::F16 | GgmlType::Q8_1)
+        && w.cols().is_multiple_of(8)
+        && input(w, "").is_some()
         && be.fork.branch() != Some(1)
-        && !be.gemm.capturing.load(Ordering::Acquire)
         && !be.gemm.unavailable.load(Ordering::Acquire)
 }
 
-/// The cuBLAS handle on the backend's main stream, made now if it is not yet; None (and the
-/// path off from here on) where cuBLAS cannot be loaded.
-fn handle(be: &CudaBackend) -> Option<std::sync::MutexGuard<'_, Option<CudaBlas>>> {
+/// The cuBLAS handle on the backend's main stream, made now (with its workspace) if it is not
+/// yet; None (and the path off from here on) where cuBLAS cannot be loaded or started.
+fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {
     let mut g = be.gemm.blas.lock().unwrap_or_else(|p| p.into_inner());
     if g.is_none() {
         // SAFETY: only asks the dynamic loader whether the library can be opened.
         if !unsafe { bsys::is_culib_present() } {
             tracing::warn!("libcublas not found: prompt products stay on the MMQ kernels");
             be.gemm.unavailable.store(true, Ordering::Release);
-            return None;
+            return Ok(None);
         }
-        match CudaBlas::new(be.stream.clone()) {
-            Ok(b) => *g = Some(b),
+        let b = match CudaBlas::new(be.stream.clone()) {
+            Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "cuBLAS did not start: prompt products stay on the MMQ kernels");
                 be.gemm.unavailable.store(true, Ordering::Release);
-                return None;
+                return Ok(None);
             }
-        }
+        };
+        let mut ws = be.zeros::<u8>("cuBLAS workspace", WORKSPACE_BYTES)?;
+        let (wp, _wg) = ws.device_ptr_mut(&be.stream);
+        // SAFETY: the handle is live and the workspace (kept beside it, freed after it) holds
+        // WORKSPACE_BYTES bytes.
+        unsafe { bsys::cublasSetWorkspace_v2(*b.handle(), wp as *mut _, WORKSPACE_BYTES) }
+            .result()
+            .map_err(|e| CoreError::Device {
+                op: "cublasSetWorkspace",
+                msg: e.to_string(),
+            })?;
+        drop(_wg);
+        *g = Some(Blas {
+            blas: b,
+            _workspace: ws,
+        });
     }
-    Some(g)
+    Ok(Some(g))
 }
 
 /// `y = x · wᵀ` for `n` tokens, `x` already rounded to bf16 (`act`, n × cols) where the weight
@@ -133,10 +181,10 @@ pub(crate) fn matmul(
     let Some(how) = input(w, dequant) else {
         return Ok(false);
     };
-    let Some(blas) = handle(be) else {
+    let Some(blas) = handle(be)? else {
         return Ok(false);
     };
-    let h = *blas.as_ref().expect("made above").handle();
+    let h = *blas.as_ref().expect("made above").blas.handle();
     let (cols, rows) = (w.cols(), w.rows());
     let (cols_i, n_i, rows_i) = (int(OP, cols)?, int(OP, n)?, int(OP, rows)?);
     let stream = &be.stream;
@@ -202,7 +250,7 @@ pub(crate) fn matmul(
                     .arg(&cols_i)
                     .arg(&first_i)
                     .arg(&m_i);
-                let grid = grid_1d((m * cols / 2).min(4096 * 256));
+                let grid = decode_grid(m, cols);
                 // SAFETY: reads rows first .. first + m of the weight (rows × cols elements,
                 // checked at upload) and writes m × cols bf16 of the scratch (sized above).
                 unsafe { b.launch(grid) }.map_err(dev(OP))?;

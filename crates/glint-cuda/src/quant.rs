@@ -576,7 +576,8 @@ pub(crate) fn glu_activation(
     else {
         return Ok(false);
     };
-    if !reuse_on() || !glu_on() {
+    // A product on cuBLAS reads h in bf16 (gemm.rs): an 8-bit copy would go unused.
+    if !reuse_on() || !glu_on() || crate::gemm::applies(be, w, rows) {
         return Ok(false);
     }
     let elems = mul(OP, rows, cols)?;
@@ -667,6 +668,7 @@ pub(crate) fn norm_activation(
         || rows == 0
         || !reuse_on()
         || !normq_on()
+        || crate::gemm::applies(be, next, rows)
     {
         return Ok(false);
     }

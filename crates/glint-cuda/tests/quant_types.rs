@@ -1088,13 +1088,15 @@ fn exact_rows(
     out
 }
 
-/// Products of 130 tokens (past gemm.rs's 128-token default) of every weight type the cuBLAS
-/// path takes, every row and token against the exact product of the bf16-rounded operands:
+/// Products of 130 tokens, on a backend that sends 128 and more to cuBLAS, of every weight type
+/// the cuBLAS path takes, every row and token against the exact product of the bf16-rounded operands:
 /// a wrong layout, transpose, leading dimension or rounding shows at once (a wrong row's
 /// value is ~√cols·|w·x| away, the bound (cols + 32)·2⁻²⁴·Σ|w·x|).
 #[test]
 fn prompt_products_on_cublas_match_the_exact_product() {
-    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cuda = CudaBackend::new(0)
+        .expect("CUDA device 0")
+        .with_prompt_gemm(Some(128));
     let mut rng = Rng(0x5851_f42d_4c95_7f2d);
     let n = 130;
     for &ty in GgmlType::ALL {
@@ -1144,7 +1146,9 @@ fn prompt_products_on_cublas_match_the_exact_product() {
 /// gives another row's values.
 #[test]
 fn a_weight_past_the_scratch_is_multiplied_in_row_chunks() {
-    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cuda = CudaBackend::new(0)
+        .expect("CUDA device 0")
+        .with_prompt_gemm(Some(128));
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (ty, cols, rows, n) = (GgmlType::Q4_K, 2048, 65540, 128);
     let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;

@@ -182,6 +182,23 @@ per_backend!(
     chunked_prefill_equals_one_shot_on_every_fixture_prompt,
     chunked_prefill
 );
+/// The same prefills with dense products of 64 tokens and more on cuBLAS (glint-cuda's
+/// gemm.rs; the fixture's F32 weights take its f32 GEMM): the one-shot runs and the 64-token
+/// chunks take it, the 1- and 7-token chunks do not, and the 3006-token prompt's 64-token
+/// chunks repeat a step key, so some run as recorded CUDA graphs with cuBLAS inside. Held to
+/// the same transformers bound and argmax as the default path.
+#[cfg(feature = "cuda")]
+mod prompt_gemm {
+    #[test]
+    fn cuda() {
+        super::chunked_prefill(|| {
+            glint_cuda::CudaBackend::new(0)
+                .expect("CUDA device 0")
+                .with_prompt_gemm(Some(64))
+        })
+    }
+}
+
 fn chunked_prefill<B: Backend>(backend: impl Fn() -> B) {
     let r = reference();
     for c in r["cases"].as_array().unwrap() {
