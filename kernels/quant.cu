@@ -1691,6 +1691,49 @@ __device__ __forceinline__ void get_rows(const u8* __restrict__ w, const u32* __
     }
 }
 
+// Elements e0 .. e0 + 7 of a block (e0 a multiple of 8), each deq's float: by deq itself, or,
+// for the k-quants prompts multiply most, with a sub-block's scale (and min) formed once for
+// its 8 elements (deq forms them per element: the decode then ran at a quarter of the copy
+// bandwidth on an H100, call AN). Same expressions, same order, so the same bits.
+template <class W>
+__device__ __forceinline__ void deq8(const u8* x, int e0, float* v) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = W::deq(x, e0 + k);
+}
+template <>
+__device__ __forceinline__ void deq8<W_q4_k>(const u8* x, int e0, float* v) {
+    const int u = e0 / 32, l = e0 % 32;
+    int sc, m;
+    scale_min_k4(u, x + 4, sc, m);
+    const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+    const uint2 q = *(const uint2*)(x + 16 + 32 * (u / 2) + l);  // 144-byte blocks: 8-aligned
+    const int sh = 4 * (u % 2);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const int b = (((k < 4 ? q.x : q.y) >> (8 * (k % 4))) >> sh) & 0x0f;
+        v[k] = __fsub_rn(__fmul_rn(d1, (float)b), m1);
+    }
+}
+template <>
+__device__ __forceinline__ void deq8<W_q5_k>(const u8* x, int e0, float* v) {
+    const int u = e0 / 32, l = e0 % 32;
+    int sc, m;
+    scale_min_k4(u, x + 4, sc, m);
+    const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+    const int sh = 4 * (u % 2);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const int b = ((x[48 + 32 * (u / 2) + l + k] >> sh) & 0x0f) | (((x[16 + l + k] >> u) & 1) << 4);
+        v[k] = __fsub_rn(__fmul_rn(d1, (float)b), m1);
+    }
+}
+template <>
+__device__ __forceinline__ void deq8<W_q6_k>(const u8* x, int e0, float* v) {
+    const float d = ldh(x + 208) * (float)((const i8*)(x + 192))[e0 / 16];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = d * (float)W_q6_k::q(x, e0 + k);
+}
+
 // Rows first .. first + rows - 1 of W decoded to bf16 (deq, then bf16_bits): the weight half
 // of a prompt product cuBLAS multiplies (crates/glint-cuda/src/gemm.rs). A thread decodes
 // eight consecutive elements of a row (one 16-byte store; cols is a multiple of 8), grid.x
@@ -1706,15 +1749,20 @@ __device__ __forceinline__ void dequant_bf16(const u8* __restrict__ w, uint4* __
     const int c = g * 8;
     for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
         const u8* row = w + (first + r) * row_bytes;
+        float f[8];
+        if (W::QK % 8 == 0) {
+            const int ib = c / W::QK;
+            deq8<W>(row + (long long)ib * W::TS, c - ib * W::QK, f);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const int ib = (c + k) / W::QK;
+                f[k] = W::deq(row + (long long)ib * W::TS, c + k - ib * W::QK);
+            }
+        }
         u32 v[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int e0 = c + 2 * k, e1 = e0 + 1;
-            const int i0 = e0 / W::QK, i1 = e1 / W::QK;
-            const float a = W::deq(row + (long long)i0 * W::TS, e0 - i0 * W::QK);
-            const float b = W::deq(row + (long long)i1 * W::TS, e1 - i1 * W::QK);
-            v[k] = (u32)bf16_bits(a) | ((u32)bf16_bits(b) << 16);
-        }
+        for (int k = 0; k < 4; ++k) v[k] = (u32)bf16_bits(f[2 * k]) | ((u32)bf16_bits(f[2 * k + 1]) << 16);
         out[r * groups + g] = make_uint4(v[0], v[1], v[2], v[3]);
     }
 }

@@ -18,7 +18,8 @@ G=device-bin/glint
 f=$(scripts/profile-file.sh)
 export GLINT_CUDA_GRAPHS=0 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
 if [ -n "${PROFILE_PROMPT:-}" ]; then
-  cmd=($G bench -m "$f" --device cuda -p "$PROFILE_PROMPT" -n 0 -r 1)
+  # PROFILE_ARGS: more bench options (cache types, say).
+  cmd=($G bench -m "$f" --device cuda -p "$PROFILE_PROMPT" -n 0 -r 1 ${PROFILE_ARGS:-})
 elif [ -n "${PROFILE_SEQS:-}${PROFILE_DEPTH:-}" ]; then
   cmd=($G bench -m "$f" --device cuda -p 16 -n 2 -d "${PROFILE_DEPTH:-0}" -b "${PROFILE_SEQS:-1}" -r 1)
 else

@@ -503,6 +503,20 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::quant::mul_mat_id(self, w, ids, n_used, x, x_per_slot, n, y)
     }
+    fn per_head_matmul(
+        &self,
+        w: &CudaWeight,
+        head_ids: &CudaIds,
+        n_heads: usize,
+        x: &CudaBuf,
+        n_tokens: usize,
+        y: &mut CudaBuf,
+    ) -> Result<()> {
+        if crate::quant::per_head_on_cublas(self, w, n_heads, x, n_tokens, y)? {
+            return Ok(());
+        }
+        self.mul_mat_id(w, head_ids, n_heads, x, true, n_tokens, y)
+    }
     fn matmul_pair(
         &self,
         a: &CudaWeight,

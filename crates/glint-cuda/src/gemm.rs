@@ -117,11 +117,11 @@ fn input(w: &CudaWeight, dequant: &'static str) -> Option<Input> {
     })
 }
 
-/// Whether `w · x` over `n` tokens takes this path: on and enough tokens, a weight type it
-/// takes, rows of whole 8-element groups (a decode thread's), and the main stream.
+/// Whether a product of `w` (dense, or one slice a head) over `n` tokens takes this path: on
+/// and enough tokens, a weight type it takes, rows of whole 8-element groups (a decode
+/// thread's), and the main stream.
 pub(crate) fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
     n >= be.gemm.min_tokens.load(Ordering::Relaxed)
-        && w.slices() == 1
         && w.cols().is_multiple_of(8)
         && input(w, "").is_some()
         && be.fork.branch() != Some(1)
@@ -166,14 +166,18 @@ fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {
     Ok(Some(g))
 }
 
-/// `y = x · wᵀ` for `n` tokens, `x` already rounded to bf16 (`act`, n × cols) where the weight
-/// is not F32 (then `x` is read as is). False where cuBLAS is unavailable (nothing done).
+/// `y[t][h] = W[h] · x[t][h]` for `n` tokens and `heads` slices of `w` (one slice: a dense
+/// product), `x` already rounded to bf16 (`act`, n × heads × cols) where the weight is not
+/// F32 (then `x` is read as is). False (nothing done) where cuBLAS is unavailable, or a
+/// per-head weight is larger than the scratch (it is decoded whole).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul(
     be: &CudaBackend,
     w: &CudaWeight,
     dequant: &'static str,
     x: &CudaBuf,
     act: Option<&CudaSlice<u8>>,
+    heads: usize,
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<bool> {
@@ -181,48 +185,84 @@ pub(crate) fn matmul(
     let Some(how) = input(w, dequant) else {
         return Ok(false);
     };
+    let (cols, rows) = (w.cols(), w.rows());
+    if heads > 1 && rows.saturating_mul(heads).saturating_mul(cols) > SCRATCH_ELEMS {
+        return Ok(false);
+    }
     let Some(blas) = handle(be)? else {
         return Ok(false);
     };
     let h = *blas.as_ref().expect("made above").blas.handle();
-    let (cols, rows) = (w.cols(), w.rows());
-    let (cols_i, n_i, rows_i) = (int(OP, cols)?, int(OP, n)?, int(OP, rows)?);
+    let op_err = |m: usize| {
+        move |e: blas::CublasError| CoreError::Device {
+            op: OP,
+            msg: format!(
+                "{} ({m} × {cols} by {n} tokens, {heads} heads): {e}",
+                w.name()
+            ),
+        }
+    };
+    let (cols_i, n_i, heads_i) = (int(OP, cols)?, int(OP, n)?, int(OP, heads)?);
+    // Per token, x holds heads × cols and y heads × rows: the leading dimensions.
+    let (ldb, ldc) = (int(OP, heads * cols)?, int(OP, heads * rows)?);
     let stream = &be.stream;
     let (alpha, beta) = (1f32, 0f32);
     let (yp, _yg) = y.data_mut().device_ptr_mut(stream);
+    // Column-major: C_h (m × n, ld ldc) = A_hᵀ (A_h: cols × m, ld cols) · B_h (cols × n, ld
+    // ldb), A_h head h's (or a chunk's) m weight rows, B_h the tokens' head-h inputs, C_h
+    // their head-h outputs, h < heads at strides rows·cols, cols and rows.
     let gemm = |a: u64, ty: bsys::cudaDataType, m: usize, b: u64, c: u64| -> Result<()> {
-        // SAFETY: column-major, C (m × n, ld rows) = Aᵀ (A: cols × m, ld cols) · B (cols × n,
-        // ld cols): A holds m weight rows of cols elements, B n activation rows, C the m
-        // output columns of n rows of y (checked by the caller: y holds n × rows floats, x or
-        // act n × cols elements, the weight rows × cols); alpha and beta are host values
-        // (the handle's default pointer mode).
+        let m_i = int(OP, m)?;
+        let (a, b, c) = (a as *const _, b as *const _, c as *mut _);
+        let (alpha, beta) = ((&alpha as *const f32).cast(), (&beta as *const f32).cast());
+        let (t, nt) = (
+            bsys::cublasOperation_t::CUBLAS_OP_T,
+            bsys::cublasOperation_t::CUBLAS_OP_N,
+        );
+        let (f32t, fast) = (
+            bsys::cudaDataType::CUDA_R_32F,
+            bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        );
+        let algo = bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+        // SAFETY: the caller checked that y holds n × heads × rows floats and x (or act)
+        // n × heads × cols elements; A is the weight (rows × heads × cols elements, checked at
+        // upload) or the scratch holding what was decoded of it; alpha and beta are host
+        // values (the handle's default pointer mode).
         unsafe {
-            blas::gemm_ex(
-                h,
-                bsys::cublasOperation_t::CUBLAS_OP_T,
-                bsys::cublasOperation_t::CUBLAS_OP_N,
-                int(OP, m)?,
-                n_i,
-                cols_i,
-                (&alpha as *const f32).cast(),
-                a as *const _,
-                ty,
-                cols_i,
-                b as *const _,
-                ty,
-                cols_i,
-                (&beta as *const f32).cast(),
-                c as *mut _,
-                bsys::cudaDataType::CUDA_R_32F,
-                rows_i,
-                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            )
+            if heads == 1 {
+                blas::gemm_ex(
+                    h, t, nt, m_i, n_i, cols_i, alpha, a, ty, cols_i, b, ty, ldb, beta, c, f32t,
+                    ldc, fast, algo,
+                )
+            } else {
+                blas::gemm_strided_batched_ex(
+                    h,
+                    t,
+                    nt,
+                    m_i,
+                    n_i,
+                    cols_i,
+                    alpha,
+                    a,
+                    ty,
+                    cols_i,
+                    (rows * cols) as i64,
+                    b,
+                    ty,
+                    ldb,
+                    cols as i64,
+                    beta,
+                    c,
+                    f32t,
+                    ldc,
+                    rows as i64,
+                    heads_i,
+                    fast,
+                    algo,
+                )
+            }
         }
-        .map_err(|e| CoreError::Device {
-            op: OP,
-            msg: format!("{} ({m} × {cols} by {n} tokens): {e}", w.name()),
-        })
+        .map_err(op_err(m))
     };
     let (wp, _wg) = w.data.device_ptr(stream);
     match how {
@@ -236,13 +276,19 @@ pub(crate) fn matmul(
         }
         Input::Decode(kernel) => {
             let (ap, _ag) = act.expect("bf16 activation").device_ptr(stream);
-            let chunk = (SCRATCH_ELEMS / cols).clamp(1, rows);
+            // A dense weight in row chunks; the heads of a per-head one at once (checked above).
+            let total = rows * heads;
+            let chunk = if heads > 1 {
+                total
+            } else {
+                (SCRATCH_ELEMS / cols).clamp(1, rows)
+            };
             let mut sg = be.gemm.scratch.lock().unwrap_or_else(|p| p.into_inner());
             let scratch = crate::quant::ensure(be, &mut sg, chunk * cols)?;
             let f = be.func(Family::Quant, kernel)?;
             let mut first = 0usize;
-            while first < rows {
-                let m = chunk.min(rows - first);
+            while first < total {
+                let m = chunk.min(total - first);
                 let (first_i, m_i) = (first as i64, m as i64);
                 let mut b = be.launch(&f);
                 b.arg(&w.data)
@@ -250,13 +296,13 @@ pub(crate) fn matmul(
                     .arg(&cols_i)
                     .arg(&first_i)
                     .arg(&m_i);
-                let grid = decode_grid(m, cols);
-                // SAFETY: reads rows first .. first + m of the weight (rows × cols elements,
-                // checked at upload) and writes m × cols bf16 of the scratch (sized above).
-                unsafe { b.launch(grid) }.map_err(dev(OP))?;
+                // SAFETY: reads rows first .. first + m of the weight (rows × heads rows of
+                // cols elements, checked at upload) and writes m × cols bf16 of the scratch
+                // (sized above).
+                unsafe { b.launch(decode_grid(m, cols)) }.map_err(dev(OP))?;
                 let (sp, _sg) = scratch.device_ptr(stream);
                 let c = yp + (first * std::mem::size_of::<f32>()) as u64;
-                gemm(sp, bsys::cudaDataType::CUDA_R_16BF, m, ap, c)?;
+                gemm(sp, bsys::cudaDataType::CUDA_R_16BF, m.min(rows), ap, c)?;
                 first += m;
             }
         }

@@ -971,6 +971,41 @@ pub(crate) fn matmul(
     matmul_with(be, w, x, n, y, None)
 }
 
+/// `y[t][h] = W[h] · x[t][h]` over the `heads` slices of `w` on cuBLAS (gemm.rs), where that
+/// path applies; false (nothing done) otherwise, and the caller groups the pairs by head.
+pub(crate) fn per_head_on_cublas(
+    be: &CudaBackend,
+    w: &CudaWeight,
+    heads: usize,
+    x: &CudaBuf,
+    n: usize,
+    y: &mut CudaBuf,
+) -> Result<bool> {
+    const OP: &str = "per_head_matmul";
+    if heads != w.slices() || n == 0 || !crate::gemm::applies(be, w, n) {
+        return Ok(false);
+    }
+    let k = kind_of(OP, w)?;
+    let (cols, rows, pairs) = (w.cols(), w.rows(), mul(OP, n, heads)?);
+    need(OP, "x", mul(OP, pairs, cols)?, x.len)?;
+    need(OP, "y", mul(OP, pairs, rows)?, y.len)?;
+    let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
+    let act = match w.ty {
+        GgmlType::F32 => None,
+        _ => {
+            let bf16 = kind_for(OP, GgmlType::BF16)?;
+            let Act::Quant(s) = activation(be, OP, bf16, x, pairs, cols, &mut g)?.0 else {
+                return Err(CoreError::Param {
+                    op: OP,
+                    msg: "the bf16 activation has no quantizer".into(),
+                });
+            };
+            Some(s)
+        }
+    };
+    crate::gemm::matmul(be, w, k.dequant, x, act, heads, n, y)
+}
+
 /// A second weight of a pair launch and its output (kernels/quant.cu `PAIR_SWITCH`).
 pub(crate) type Second<'a> = Option<(&'a CudaWeight, &'a mut CudaBuf)>;
 
@@ -1083,7 +1118,7 @@ fn matmul_with(
                 Some(s)
             }
         };
-        if crate::gemm::matmul(be, w, k.dequant, x, act, n, y)? {
+        if crate::gemm::matmul(be, w, k.dequant, x, act, 1, n, y)? {
             return Ok(());
         }
     }

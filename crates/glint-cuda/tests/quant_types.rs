@@ -1139,6 +1139,67 @@ fn prompt_products_on_cublas_match_the_exact_product() {
     }
 }
 
+/// Per-head products (`per_head_matmul`, MLA's `attn_k_b` / `attn_v_b`: `y[t][h] = W[h] ·
+/// x[t][h]`) of 130 tokens on cuBLAS as one strided batch, every head, row and token against
+/// the exact product of the bf16-rounded operands: a head's slice, input or output at the
+/// wrong stride gives another head's values.
+#[test]
+fn per_head_products_on_cublas_match_the_exact_product() {
+    let cuda = CudaBackend::new(0)
+        .expect("CUDA device 0")
+        .with_prompt_gemm(Some(128));
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (n, heads, rows) = (130, 4, 24);
+    for ty in [
+        GgmlType::F32,
+        GgmlType::BF16,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        let cols = if ty.block_size() == 1 { 136 } else { 512 };
+        let wb = weight_bytes(&mut rng, ty, cols * rows * heads);
+        let wc = cuda
+            .upload_weight("w", ty, &[cols, rows, heads], Cow::Borrowed(&wb))
+            .unwrap();
+        let x: Vec<f32> = (0..n * heads * cols).map(|_| rng.f() * 2.0).collect();
+        let ids: Vec<u32> = (0..n * heads).map(|i| (i % heads) as u32).collect();
+        let idd = cuda.upload_ids(&ids).unwrap();
+        let xd = cuda.upload(&x).unwrap();
+        let mut yd = cuda.alloc(n * heads * rows).unwrap();
+        cuda.per_head_matmul(&wc, &idd, heads, &xd, n, &mut yd)
+            .expect("cuda per_head_matmul");
+        let mut got = vec![0.0f32; n * heads * rows];
+        cuda.download(&yd, &mut got).unwrap();
+        let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+        for h in 0..heads {
+            let wh = &wb[h * rows * row_bytes..(h + 1) * rows * row_bytes];
+            // Head h's inputs: token t's row h.
+            let xh: Vec<f32> = (0..n)
+                .flat_map(|t| {
+                    x[(t * heads + h) * cols..(t * heads + h + 1) * cols]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let all: Vec<usize> = (0..rows).collect();
+            let want = exact_rows(ty, wh, cols, &all, &xh, n);
+            for t in 0..n {
+                for r in 0..rows {
+                    let (s, m) = want[t * rows + r];
+                    let g = got[(t * heads + h) * rows + r];
+                    let tol = gemm_tolerance(cols, m);
+                    assert!(
+                        (g as f64 - s).abs() <= tol && g.is_finite(),
+                        "{ty} head {h} token {t} row {r}: cuda {g}, reference {s} (tolerance {tol:e})"
+                    );
+                }
+            }
+        }
+        eprintln!("{ty} per head: ok");
+    }
+}
+
 /// A weight of more than gemm.rs's 128 Mi-element scratch (2048 × 65540 Q4_K, 134 M) is
 /// decoded and multiplied in row chunks of 65536 rows: rows on both sides of the boundary and
 /// the last ones, against the exact product of the bf16-rounded operands. The rows repeat
