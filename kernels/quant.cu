@@ -2771,14 +2771,29 @@ extern "C" __global__ void quantize_act_q8_k_glu(const float* __restrict__ g, co
     quantize_q8_k(g, u, h, out, nblocks);
 }
 
+// The float quantizers take four elements a thread (one 16-byte load, one 8-byte store; the
+// buffers are whole allocations, so aligned): one a thread ran at 1.2 TB/s on an H100.
 extern "C" __global__ void quantize_act_f16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
     pdl_enter();
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = __half_as_ushort(__float2half_rn(x[i]));
+    const long long i = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 3 < n) {
+        const float4 v = *(const float4*)(x + i);
+        const u32 a = __half_as_ushort(__float2half_rn(v.x)) | ((u32)__half_as_ushort(__float2half_rn(v.y)) << 16);
+        const u32 b = __half_as_ushort(__float2half_rn(v.z)) | ((u32)__half_as_ushort(__float2half_rn(v.w)) << 16);
+        *(uint2*)(out + i) = make_uint2(a, b);
+    } else {
+        for (long long j = i; j < n; ++j) out[j] = __half_as_ushort(__float2half_rn(x[j]));
+    }
 }
 
 extern "C" __global__ void quantize_act_bf16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
     pdl_enter();
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = bf16_bits(x[i]);
+    const long long i = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 3 < n) {
+        const float4 v = *(const float4*)(x + i);
+        *(uint2*)(out + i) = make_uint2(bf16_bits(v.x) | ((u32)bf16_bits(v.y) << 16),
+                                        bf16_bits(v.z) | ((u32)bf16_bits(v.w) << 16));
+    } else {
+        for (long long j = i; j < n; ++j) out[j] = bf16_bits(x[j]);
+    }
 }

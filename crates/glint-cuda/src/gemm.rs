@@ -128,6 +128,11 @@ pub(crate) fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
         && !be.gemm.unavailable.load(Ordering::Acquire)
 }
 
+/// [`applies`] to a dense weight (an expert-indexed one stays on the MMQ kernels).
+pub(crate) fn applies_dense(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
+    w.slices() == 1 && applies(be, w, n)
+}
+
 /// The cuBLAS handle on the backend's main stream, made now (with its workspace) if it is not
 /// yet; None (and the path off from here on) where cuBLAS cannot be loaded or started.
 fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {

@@ -577,7 +577,7 @@ pub(crate) fn glu_activation(
         return Ok(false);
     };
     // A product on cuBLAS reads h in bf16 (gemm.rs): an 8-bit copy would go unused.
-    if !reuse_on() || !glu_on() || crate::gemm::applies(be, w, rows) {
+    if !reuse_on() || !glu_on() || crate::gemm::applies_dense(be, w, rows) {
         return Ok(false);
     }
     let elems = mul(OP, rows, cols)?;
@@ -668,7 +668,7 @@ pub(crate) fn norm_activation(
         || rows == 0
         || !reuse_on()
         || !normq_on()
-        || crate::gemm::applies(be, next, rows)
+        || crate::gemm::applies_dense(be, next, rows)
     {
         return Ok(false);
     }
@@ -731,7 +731,8 @@ fn quantize(
         // 8 warps of 256 threads, one block of the partner format each.
         grid_1d(mul(op, blocks, 32)?)
     } else {
-        grid_1d(blocks)
+        // The float quantizers take four elements a thread (kernels/quant.cu).
+        grid_1d(blocks.div_ceil(4))
     };
     let blocks_i = blocks as i64;
     let f = be.func(Family::Quant, kernel)?;
