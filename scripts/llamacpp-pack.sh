@@ -12,7 +12,15 @@ trap 'rm -rf "$work"' EXIT
 if [ -z "${SDIST:-}" ]; then
     python3 -m pip download --no-deps --no-binary :all: --no-build-isolation \
         "llama-cpp-python==$VERSION" -d "$work" >/dev/null 2>&1 || true
-    SDIST=$(ls "$work"/llama_cpp_python-"$VERSION".tar.gz)
+    if [ ! -e "$work/llama_cpp_python-$VERSION.tar.gz" ]; then
+        # pip download builds the sdist's metadata first, which fails without its build
+        # backend: take the file from PyPI's simple index instead (its sha256 is in the link).
+        url=$(curl -fsSL https://pypi.org/simple/llama-cpp-python/ |
+            grep -o "https://[^\"]*llama_cpp_python-$VERSION\.tar\.gz#sha256=[0-9a-f]*" | head -1)
+        curl -fsSL -o "$work/llama_cpp_python-$VERSION.tar.gz" "${url%%#*}"
+        echo "${url##*sha256=}  $work/llama_cpp_python-$VERSION.tar.gz" | sha256sum -c --quiet
+    fi
+    SDIST=$work/llama_cpp_python-$VERSION.tar.gz
 fi
 tar -xzf "$SDIST" -C "$work"
 src="$work/llama_cpp_python-$VERSION/vendor/llama.cpp"
