@@ -420,6 +420,15 @@ __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m
     }
 }
 
+// Sub-block u's scale d·sc and min dmin·m of the Q4_K/Q5_K block at x, as their dequantizers
+// form them (element = scale·q − min).
+__device__ __forceinline__ void k4_scale_min(const u8* x, int u, float& d1, float& m1) {
+    int sc, m;
+    scale_min_k4(u, x + 4, sc, m);
+    d1 = __fmul_rn(ldh(x), (float)sc);
+    m1 = __fmul_rn(ldh(x + 2), (float)m);
+}
+
 // scale_min_k4 of sub-blocks 2p and 2p + 1, with the 12 scale bytes in three registers (bytes
 // 0..3, 4..7, 8..11: the header of a Q4_K/Q5_K block read by one 16-byte load), packed as bytes
 // [sc0, sc1, m0, m1] by two byte permutes: bytes b, b + 1 (b = 2(p & 1)) of s0 and s1 hold the
@@ -640,9 +649,8 @@ struct W_q4_k {  // d, dmin, scales[12], qs[128]
     }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
-        int sc, m;
-        scale_min_k4(u, x + 4, sc, m);
-        const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+        float d1, m1;
+        k4_scale_min(x, u, d1, m1);
         const int q = (x[16 + 32 * (u / 2) + l] >> (4 * (u % 2))) & 0x0f;
         return __fsub_rn(__fmul_rn(d1, (float)q), m1);
     }
@@ -690,9 +698,8 @@ struct W_q5_k {  // d, dmin, scales[12], qh[32], qs[128]
     static __device__ __forceinline__ float fin(const u8* x, const A& y, int2 s) { return W_q4_k::fin(x, y, s); }
     static __device__ __forceinline__ float deq(const u8* x, int e) {
         const int u = e / 32, l = e % 32;
-        int sc, m;
-        scale_min_k4(u, x + 4, sc, m);
-        const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+        float d1, m1;
+        k4_scale_min(x, u, d1, m1);
         const int q = ((x[48 + 32 * (u / 2) + l] >> (4 * (u % 2))) & 0x0f) | (((x[16 + l] >> u) & 1) << 4);
         return __fsub_rn(__fmul_rn(d1, (float)q), m1);
     }
@@ -1703,9 +1710,8 @@ __device__ __forceinline__ void deq8(const u8* x, int e0, float* v) {
 template <>
 __device__ __forceinline__ void deq8<W_q4_k>(const u8* x, int e0, float* v) {
     const int u = e0 / 32, l = e0 % 32;
-    int sc, m;
-    scale_min_k4(u, x + 4, sc, m);
-    const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+    float d1, m1;
+    k4_scale_min(x, u, d1, m1);
     const uint2 q = *(const uint2*)(x + 16 + 32 * (u / 2) + l);  // 144-byte blocks: 8-aligned
     const int sh = 4 * (u % 2);
 #pragma unroll
@@ -1717,9 +1723,8 @@ __device__ __forceinline__ void deq8<W_q4_k>(const u8* x, int e0, float* v) {
 template <>
 __device__ __forceinline__ void deq8<W_q5_k>(const u8* x, int e0, float* v) {
     const int u = e0 / 32, l = e0 % 32;
-    int sc, m;
-    scale_min_k4(u, x + 4, sc, m);
-    const float d1 = __fmul_rn(ldh(x), (float)sc), m1 = __fmul_rn(ldh(x + 2), (float)m);
+    float d1, m1;
+    k4_scale_min(x, u, d1, m1);
     const int sh = 4 * (u % 2);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {

@@ -972,6 +972,30 @@ pub(crate) fn matmul(
     matmul_with(be, w, x, n, y, None)
 }
 
+/// The activation of a cuBLAS product (gemm.rs): `rows × cols` of x rounded to bf16 in a
+/// slot (so the products of one input round it once), or None for an F32 weight (x as is).
+fn gemm_activation<'a>(
+    be: &CudaBackend,
+    op: &'static str,
+    w: &CudaWeight,
+    x: &'a CudaBuf,
+    rows: usize,
+    cols: usize,
+    slots: &'a mut ActSlots,
+) -> Result<Option<&'a CudaSlice<u8>>> {
+    if w.ty == GgmlType::F32 {
+        return Ok(None);
+    }
+    let bf16 = kind_for(op, GgmlType::BF16)?;
+    match activation(be, op, bf16, x, rows, cols, slots)?.0 {
+        Act::Quant(s) => Ok(Some(s)),
+        Act::F32(_) => Err(CoreError::Param {
+            op,
+            msg: "the bf16 activation has no quantizer".into(),
+        }),
+    }
+}
+
 /// `y[t][h] = W[h] · x[t][h]` over the `heads` slices of `w` on cuBLAS (gemm.rs), where that
 /// path applies; false (nothing done) otherwise, and the caller groups the pairs by head.
 pub(crate) fn per_head_on_cublas(
@@ -991,19 +1015,7 @@ pub(crate) fn per_head_on_cublas(
     need(OP, "x", mul(OP, pairs, cols)?, x.len)?;
     need(OP, "y", mul(OP, pairs, rows)?, y.len)?;
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
-    let act = match w.ty {
-        GgmlType::F32 => None,
-        _ => {
-            let bf16 = kind_for(OP, GgmlType::BF16)?;
-            let Act::Quant(s) = activation(be, OP, bf16, x, pairs, cols, &mut g)?.0 else {
-                return Err(CoreError::Param {
-                    op: OP,
-                    msg: "the bf16 activation has no quantizer".into(),
-                });
-            };
-            Some(s)
-        }
-    };
+    let act = gemm_activation(be, OP, w, x, pairs, cols, &mut g)?;
     crate::gemm::matmul(be, w, k.dequant, x, act, heads, n, y)
 }
 
@@ -1105,20 +1117,7 @@ fn matmul_with(
     let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
     if crate::gemm::applies(be, w, n) {
-        // The activation in bf16 (in a slot, so the products of one input round it once).
-        let act = match w.ty {
-            GgmlType::F32 => None,
-            _ => {
-                let bf16 = kind_for(OP, GgmlType::BF16)?;
-                let Act::Quant(s) = activation(be, OP, bf16, x, n, cols, &mut g)?.0 else {
-                    return Err(CoreError::Param {
-                        op: OP,
-                        msg: "the bf16 activation has no quantizer".into(),
-                    });
-                };
-                Some(s)
-            }
-        };
+        let act = gemm_activation(be, OP, w, x, n, cols, &mut g)?;
         if crate::gemm::matmul(be, w, k.dequant, x, act, 1, n, y)? {
             return Ok(());
         }
