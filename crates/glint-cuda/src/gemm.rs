@@ -44,19 +44,21 @@ const SCRATCH_ELEMS: usize = 128 << 20;
 /// not); NVIDIA recommends 32 MiB on Hopper.
 const WORKSPACE_BYTES: usize = 32 << 20;
 
-/// The token count from `GLINT_CUDA_GEMM_MIN`: unset or 0, never.
-fn min_tokens_from_env() -> usize {
-    match std::env::var("GLINT_CUDA_GEMM_MIN") {
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(0) => usize::MAX,
-            Ok(n) => n,
-            Err(_) => {
-                tracing::warn!(value = %v, "GLINT_CUDA_GEMM_MIN is not a token count; the cuBLAS path stays off");
-                usize::MAX
-            }
-        },
-        Err(_) => usize::MAX,
+/// The token count `GLINT_CUDA_GEMM_MIN` asks for: unset, 0 or not a count, never
+/// (`usize::MAX`; a value that is not a count is also warned about).
+fn min_tokens_from(v: Option<&str>) -> usize {
+    match v.map(|v| (v, v.trim().parse::<usize>())) {
+        None | Some((_, Ok(0))) => usize::MAX,
+        Some((_, Ok(n))) => n,
+        Some((v, Err(_))) => {
+            tracing::warn!(value = %v, "GLINT_CUDA_GEMM_MIN is not a token count; the cuBLAS path stays off");
+            usize::MAX
+        }
     }
+}
+
+fn min_tokens_from_env() -> usize {
+    min_tokens_from(std::env::var("GLINT_CUDA_GEMM_MIN").ok().as_deref())
 }
 
 /// A cuBLAS handle and the workspace set on it (dropped after it: fields drop in order).
@@ -313,4 +315,19 @@ pub(crate) fn matmul(
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_threshold_is_off_unless_a_positive_count_is_given() {
+        assert_eq!(min_tokens_from(None), usize::MAX);
+        assert_eq!(min_tokens_from(Some("0")), usize::MAX);
+        assert_eq!(min_tokens_from(Some("128")), 128);
+        assert_eq!(min_tokens_from(Some(" 64 ")), 64);
+        assert_eq!(min_tokens_from(Some("-1")), usize::MAX);
+        assert_eq!(min_tokens_from(Some("lots")), usize::MAX);
+    }
 }
