@@ -89,11 +89,12 @@ impl Default for GemmState {
     }
 }
 
-/// How a weight reaches cuBLAS: as f32, as bf16 bytes, or decoded to bf16 by this kernel.
+/// How a weight reaches cuBLAS: as f32, as bf16 bytes, or decoded to bf16 (its type's
+/// `dequant_bf16_*`).
 enum Input {
     F32,
     Bf16,
-    Decode(&'static str),
+    Decode,
 }
 
 /// Blocks of 256 threads, each thread eight elements of a row: grid.x over a row's groups,
@@ -110,22 +111,22 @@ fn decode_grid(rows: usize, cols: usize) -> LaunchConfig {
     }
 }
 
-fn input(w: &CudaWeight, dequant: &'static str) -> Option<Input> {
-    Some(match w.ty {
+fn input(ty: GgmlType) -> Option<Input> {
+    Some(match ty {
         GgmlType::F32 => Input::F32,
         GgmlType::BF16 => Input::Bf16,
         GgmlType::F16 | GgmlType::Q8_1 => return None,
-        _ => Input::Decode(dequant),
+        _ => Input::Decode,
     })
 }
 
 /// Whether a product of `w` (dense, or one slice a head) over `n` tokens takes this path: on
 /// and enough tokens, a weight type it takes, rows of whole 8-element groups (a decode
 /// thread's), and the main stream.
-pub(crate) fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
+fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
     n >= be.gemm.min_tokens.load(Ordering::Relaxed)
         && w.cols().is_multiple_of(8)
-        && input(w, "").is_some()
+        && input(w.ty).is_some()
         && be.fork.branch() != Some(1)
         && !be.gemm.unavailable.load(Ordering::Acquire)
 }
@@ -133,6 +134,14 @@ pub(crate) fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
 /// [`applies`] to a dense weight (an expert-indexed one stays on the MMQ kernels).
 pub(crate) fn applies_dense(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
     w.slices() == 1 && applies(be, w, n)
+}
+
+/// [`applies`] to a per-head weight of `heads` slices, which is decoded whole, so it must fit
+/// the scratch.
+pub(crate) fn applies_heads(be: &CudaBackend, w: &CudaWeight, heads: usize, n: usize) -> bool {
+    heads == w.slices()
+        && w.rows().saturating_mul(heads).saturating_mul(w.cols()) <= SCRATCH_ELEMS
+        && applies(be, w, n)
 }
 
 /// The cuBLAS handle on the backend's main stream, made now (with its workspace) if it is not
@@ -155,7 +164,7 @@ fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {
             }
         };
         let mut ws = be.zeros::<u8>("cuBLAS workspace", WORKSPACE_BYTES)?;
-        let (wp, _wg) = ws.device_ptr_mut(&be.stream);
+        let (wp, wg) = ws.device_ptr_mut(&be.stream);
         // SAFETY: the handle is live and the workspace (kept beside it, freed after it) holds
         // WORKSPACE_BYTES bytes.
         unsafe { bsys::cublasSetWorkspace_v2(*b.handle(), wp as *mut _, WORKSPACE_BYTES) }
@@ -164,7 +173,7 @@ fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {
                 op: "cublasSetWorkspace",
                 msg: e.to_string(),
             })?;
-        drop(_wg);
+        drop(wg);
         *g = Some(Blas {
             blas: b,
             _workspace: ws,
@@ -175,8 +184,8 @@ fn handle(be: &CudaBackend) -> Result<Option<MutexGuard<'_, Option<Blas>>>> {
 
 /// `y[t][h] = W[h] · x[t][h]` for `n` tokens and `heads` slices of `w` (one slice: a dense
 /// product), `x` already rounded to bf16 (`act`, n × heads × cols) where the weight is not
-/// F32 (then `x` is read as is). False (nothing done) where cuBLAS is unavailable, or a
-/// per-head weight is larger than the scratch (it is decoded whole).
+/// F32 (then `x` is read as is); the caller checked [`applies_dense`] or [`applies_heads`].
+/// False (nothing done) where cuBLAS is unavailable.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul(
     be: &CudaBackend,
@@ -189,13 +198,10 @@ pub(crate) fn matmul(
     y: &mut CudaBuf,
 ) -> Result<bool> {
     const OP: &str = "matmul (cuBLAS)";
-    let Some(how) = input(w, dequant) else {
+    let Some(how) = input(w.ty) else {
         return Ok(false);
     };
     let (cols, rows) = (w.cols(), w.rows());
-    if heads > 1 && rows.saturating_mul(heads).saturating_mul(cols) > SCRATCH_ELEMS {
-        return Ok(false);
-    }
     let Some(blas) = handle(be)? else {
         return Ok(false);
     };
@@ -281,7 +287,7 @@ pub(crate) fn matmul(
             let (ap, _ag) = act.expect("bf16 activation").device_ptr(stream);
             gemm(wp, bsys::cudaDataType::CUDA_R_16BF, rows, ap, yp)?;
         }
-        Input::Decode(kernel) => {
+        Input::Decode => {
             let (ap, _ag) = act.expect("bf16 activation").device_ptr(stream);
             // A dense weight in row chunks; the heads of a per-head one at once (checked above).
             let total = rows * heads;
@@ -292,7 +298,7 @@ pub(crate) fn matmul(
             };
             let mut sg = be.gemm.scratch.lock().unwrap_or_else(|p| p.into_inner());
             let scratch = crate::quant::ensure(be, &mut sg, chunk * cols)?;
-            let f = be.func(Family::Quant, kernel)?;
+            let f = be.func(Family::Quant, dequant)?;
             let mut first = 0usize;
             while first < total {
                 let m = chunk.min(total - first);

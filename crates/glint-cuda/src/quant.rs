@@ -1007,7 +1007,7 @@ pub(crate) fn per_head_on_cublas(
     y: &mut CudaBuf,
 ) -> Result<bool> {
     const OP: &str = "per_head_matmul";
-    if heads != w.slices() || n == 0 || !crate::gemm::applies(be, w, n) {
+    if n == 0 || !crate::gemm::applies_heads(be, w, heads, n) {
         return Ok(false);
     }
     let k = kind_of(OP, w)?;
@@ -1116,7 +1116,7 @@ fn matmul_with(
     }
     let (cols_i, rows_i, n_i) = (int(OP, cols)?, int(OP, rows)?, int(OP, n)?);
     let mut g = be.quant.act.lock().unwrap_or_else(|p| p.into_inner());
-    if crate::gemm::applies(be, w, n) {
+    if crate::gemm::applies_dense(be, w, n) {
         let act = gemm_activation(be, OP, w, x, n, cols, &mut g)?;
         if crate::gemm::matmul(be, w, k.dequant, x, act, 1, n, y)? {
             return Ok(());
