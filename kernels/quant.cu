@@ -2352,33 +2352,37 @@ __device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 
 // needs is one aligned load and a mask (Q5_K: and its fifth bits from the qh word at the same
 // offset). The scales and mins of a row are four words from its 12 scale bytes. No staging
 // pass: Nsight (call AH) had it at a third of a step's instructions and most of its
-// scoreboard stalls, and it cost two of the step's three barriers. Software-pipelined: step
-// b + 1's weight and activation blocks (two buffers each) are copied asynchronously while step
-// b's MMAs run, one barrier a step. BM rows a block, 2 · BM threads (a warp's 16 rows × 32
+// scoreboard stalls, and it cost two of the step's three barriers. Software-pipelined over S
+// buffers of each: steps b + 1 .. b + S − 1's weight and activation blocks are copied
+// asynchronously while step b's MMAs run, one barrier a step. S = 2 keeps one step in flight,
+// ~23 KB a block for the 16-place expert tiles: with two blocks a multiprocessor that is ~47 KB
+// in flight, under what HBM's latency asks for at full bandwidth, so the expert products of a
+// prefill get deeper pipelines (`*_s3`, `*_s4`). BM rows a block, 2 · BM threads (a warp's 16 rows × 32
 // tokens either way): 64, or 128 (`mmq_*_wide`), which reads each step's activations for
 // twice the rows (half the activation bytes an output; Nsight, call AH: L2's lookups at 74%).
-// The buffers are MMQ_K4_SMEM(BM, BN, TS) bytes of shared memory: static up to 48 KiB, else
-// dynamic (128 rows of 32 tokens).
-#define MMQ_K4_SMEM(BM, BN, TS) (2 * (BM) * (TS) + 2 * (BN) * MMQ_AS)
-template <class W, int BM, int BN = MMQ_BN>
+// The buffers are MMQ_K4_SMEM(BM, BN, TS, S) bytes of shared memory: static up to 48 KiB,
+// else dynamic (128 rows of 32 tokens, and every S > 2).
+#define MMQ_K4_SMEM(BM, BN, TS, S) ((S) * ((BM) * (TS) + (BN) * MMQ_AS))
+template <class W, int BM, int BN = MMQ_BN, int S = 2>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
     constexpr int QS = FIVE ? 48 : 16;
-    // Two buffers of the weights and of the activations: static arrays under 48 KiB (as the
+    // S buffers of the weights and of the activations: static arrays under 48 KiB (as the
     // 64-row kernels always had), else the same arrays in dynamic shared memory.
+    static_assert(S >= 2 && S <= 4, "mmq_k4: 2 to 4 stages");
     using Raw = u8[BM * W::TS];
     using Act = u8[BN * MMQ_AS];
     Raw* raw2;
     Act* as2;
-    if constexpr (MMQ_K4_SMEM(BM, BN, W::TS) <= 48 * 1024) {
-        __shared__ __align__(16) u8 raw_st[2][BM * W::TS];
-        __shared__ __align__(16) u8 as_st[2][BN * MMQ_AS];
+    if constexpr (MMQ_K4_SMEM(BM, BN, W::TS, S) <= 48 * 1024) {
+        __shared__ __align__(16) u8 raw_st[S][BM * W::TS];
+        __shared__ __align__(16) u8 as_st[S][BN * MMQ_AS];
         raw2 = raw_st;
         as2 = as_st;
     } else {
         extern __shared__ __align__(16) u8 k4_sm[];
         raw2 = reinterpret_cast<Raw*>(k4_sm);
-        as2 = reinterpret_cast<Act*>(k4_sm + 2 * BM * W::TS);
+        as2 = reinterpret_cast<Act*>(k4_sm + S * BM * W::TS);
     }
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * BM, nblocks = cols / 256;
@@ -2387,34 +2391,36 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
     // weight row (pieces c ≡ tid mod 2 of its block b), 2 · BM / 32 a token (pieces c ≡ tid
     // mod that of the first MMQ_AS bytes of its Q8_K block b), so each thread forms one
-    // address a step.
+    // address a step. Every call commits a group, empty past the last step, so that waiting
+    // for all but the newest S − 2 groups always means step b's.
     constexpr int TPT = 2 * BM / BN, NJ = BN / 8;
     static_assert(TPT * BN == 2 * BM && (BM == 64 || BM == 128) && (BN == 16 || BN == 32),
                   "mmq_k4's copies: 2 · BM threads, 16 or 32 tokens");
     auto issue = [&](const u8* wt, int b, const int* xr) {
         constexpr int WP = W::TS / 16;
-        {
+        if (b < nblocks) {
             const int r = tid >> 1, c0 = tid & 1;
             const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
-            u8* dst = raw2[b & 1] + r * W::TS + 16 * c0;
+            u8* dst = raw2[b % S] + r * W::TS + 16 * c0;
 #pragma unroll
             for (int k = 0; k < (WP + 1) / 2; ++k)
                 if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
+            stage_q8k<MMQ_AS, true, TPT>(as2[b % S], act, xr, act_stride, b);
         }
-        stage_q8k<MMQ_AS, true, TPT>(as2[b & 1], act, xr, act_stride, b);
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[NJ][4]) {
         if (b == 0) {
             __syncthreads();  // x_row is written; the previous tile's readers are done
-            issue(wt, 0, xr);
+#pragma unroll
+            for (int k = 0; k < S - 1; ++k) issue(wt, k, xr);
         }
-        cp_async_wait_all();
+        cp_async_wait<S - 2>();
         __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
-        if (b + 1 < nblocks) issue(wt, b + 1, xr);
-        const u8* x0 = raw2[b & 1] + r0 * W::TS;
-        const u8* x1 = raw2[b & 1] + r1 * W::TS;
-        const u8* as = as2[b & 1];
+        issue(wt, b + S - 1, xr);
+        const u8* x0 = raw2[b % S] + r0 * W::TS;
+        const u8* x1 = raw2[b % S] + r1 * W::TS;
+        const u8* as = as2[b % S];
         // Both rows' d and dmin, and their scales and mins as bytes.
         u32 sc0[2], mn0[2], sc1[2], mn1[2];
         const float2 d0 = k4_header(*(const uint4*)x0, sc0, mn0);
@@ -2472,28 +2478,31 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     };
     mmq_tiles<BM, BN>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
-// 16 warps a multiprocessor (four blocks, or two wide ones): ptxas then keeps these to 128
-// registers without spilling (130 unbounded, three blocks).
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q4_k, 64>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q5_k(MMQ_ARGS) { pdl_enter(); mmq_k4<W_q5_k, 64>(MMQ_PASS); }
-extern "C" __global__ void __launch_bounds__(256, 2) mmq_q4_k_wide(MMQ_ARGS) {
-    pdl_enter();
-    mmq_k4<W_q4_k, 128>(MMQ_PASS);
-}
-extern "C" __global__ void __launch_bounds__(256, 2) mmq_q5_k_wide(MMQ_ARGS) {
-    pdl_enter();
-    mmq_k4<W_q5_k, 128>(MMQ_PASS);
-}
-// 16 token places a block: the expert products of a prefill, whose experts average ~16 pairs
-// (512 tokens × 8 of 256), fill 32-place tiles a third.
-extern "C" __global__ void __launch_bounds__(256, 2) mmq_q4_k_wide16(MMQ_ARGS) {
-    pdl_enter();
-    mmq_k4<W_q4_k, 128, 16>(MMQ_PASS);
-}
-extern "C" __global__ void __launch_bounds__(256, 2) mmq_q5_k_wide16(MMQ_ARGS) {
-    pdl_enter();
-    mmq_k4<W_q5_k, 128, 16>(MMQ_PASS);
-}
+// The mmq_k4 kernels: BM rows (2 · BM threads), BN token places, S buffers. 16 warps a
+// multiprocessor (four 64-row blocks, or two wide ones of 128): ptxas then keeps them to 128
+// registers without spilling (130 unbounded, three blocks). `_wide16`: 16 token places, for
+// the expert products of a prefill, whose experts average ~16 pairs (512 tokens × 8 of 256)
+// and filled 32-place tiles a third. `_s3`, `_s4`: 3 and 4 buffers (Q5_K's 32-place tiles at
+// 4 would pass half a multiprocessor's shared memory: not made). One line each, so the quant
+// programs share them out (compile.rs) instead of each compiling all.
+#define MMQ_K4(NAME, W, BM, BN, S)                                                 \
+    extern "C" __global__ void __launch_bounds__(2 * (BM), 256 / (BM)) NAME(MMQ_ARGS) { \
+        pdl_enter();                                                               \
+        mmq_k4<W, BM, BN, S>(MMQ_PASS);                                            \
+    }
+MMQ_K4(mmq_q4_k, W_q4_k, 64, 32, 2)
+MMQ_K4(mmq_q5_k, W_q5_k, 64, 32, 2)
+MMQ_K4(mmq_q4_k_wide, W_q4_k, 128, 32, 2)
+MMQ_K4(mmq_q5_k_wide, W_q5_k, 128, 32, 2)
+MMQ_K4(mmq_q4_k_wide16, W_q4_k, 128, 16, 2)
+MMQ_K4(mmq_q5_k_wide16, W_q5_k, 128, 16, 2)
+MMQ_K4(mmq_q4_k_wide_s3, W_q4_k, 128, 32, 3)
+MMQ_K4(mmq_q4_k_wide_s4, W_q4_k, 128, 32, 4)
+MMQ_K4(mmq_q4_k_wide16_s3, W_q4_k, 128, 16, 3)
+MMQ_K4(mmq_q4_k_wide16_s4, W_q4_k, 128, 16, 4)
+MMQ_K4(mmq_q5_k_wide_s3, W_q5_k, 128, 32, 3)
+MMQ_K4(mmq_q5_k_wide16_s3, W_q5_k, 128, 16, 3)
+MMQ_K4(mmq_q5_k_wide16_s4, W_q5_k, 128, 16, 4)
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.

@@ -79,9 +79,9 @@ impl Family {
     }
 
     /// The text NVRTC compiles for program `part` of [`Family::parts`]: [`Family::source`]
-    /// with, for quant.cu, only the `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` and `MMQ_STAGED(..)`
-    /// lines whose index is `part` modulo the part count; the others become empty lines, so a
-    /// line number in every part is the one in kernels/quant.cu (profilers' source views).
+    /// with, for quant.cu, only the `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)`, `MMQ_STAGED(..)`
+    /// and `MMQ_K4(..)` lines whose index is `part` modulo the part count; the others become
+    /// empty lines, so a line number in every part is the one in kernels/quant.cu (profilers' source views).
     pub fn part_source(self, part: usize) -> String {
         let n = self.parts();
         if n == 1 {
@@ -199,11 +199,12 @@ fn include_paths() -> Vec<String> {
 }
 
 /// A quant.cu line that [`Family::part_source`] gives to one program only: a type's
-/// `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` or `MMQ_STAGED(..)` line.
+/// `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` or `MMQ_STAGED(..)` line, or an `MMQ_K4(..)` one.
 fn is_shared_line(l: &str) -> bool {
     l.starts_with("QUANT_KERNELS(")
         || l.starts_with("STAGED_KERNEL(")
         || l.starts_with("MMQ_STAGED(")
+        || l.starts_with("MMQ_K4(")
 }
 
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -424,7 +425,7 @@ mod tests {
     use super::*;
 
     /// quant.cu's programs together hold each kernel line (`QUANT_KERNELS(..)`, `STAGED_KERNEL(..)`,
-    /// `MMQ_STAGED(..)`) once, and everything
+    /// `MMQ_STAGED(..)`, `MMQ_K4(..)`) once, and everything
     /// else of the file in each.
     #[test]
     fn quant_parts_split_the_kernel_lines() {

@@ -860,14 +860,47 @@ const MMQ_BN: usize = 32;
 const MMQ_WIDE_BM: usize = 128;
 const MMQ_AS: usize = 272;
 
-/// The wide tensor-core kernels of a type that has them: 32 token places a block, and 16.
-fn mmq_wide(ty: GgmlType) -> Option<(&'static str, &'static str)> {
-    match ty {
-        GgmlType::Q4_K => Some(("mmq_q4_k_wide", "mmq_q4_k_wide16")),
-        GgmlType::Q5_K => Some(("mmq_q5_k_wide", "mmq_q5_k_wide16")),
-        _ => None,
-    }
+/// The wide tensor-core kernels (kernels/quant.cu's `MMQ_K4` lines of 128 rows): type, token
+/// places, buffers, name. Q5_K's 32-place tiles have no 4-buffer kernel (two blocks would not
+/// fit a multiprocessor's shared memory).
+const MMQ_WIDE: [(GgmlType, usize, usize, &str); 11] = [
+    (GgmlType::Q4_K, 32, 2, "mmq_q4_k_wide"),
+    (GgmlType::Q4_K, 32, 3, "mmq_q4_k_wide_s3"),
+    (GgmlType::Q4_K, 32, 4, "mmq_q4_k_wide_s4"),
+    (GgmlType::Q4_K, 16, 2, "mmq_q4_k_wide16"),
+    (GgmlType::Q4_K, 16, 3, "mmq_q4_k_wide16_s3"),
+    (GgmlType::Q4_K, 16, 4, "mmq_q4_k_wide16_s4"),
+    (GgmlType::Q5_K, 32, 2, "mmq_q5_k_wide"),
+    (GgmlType::Q5_K, 32, 3, "mmq_q5_k_wide_s3"),
+    (GgmlType::Q5_K, 16, 2, "mmq_q5_k_wide16"),
+    (GgmlType::Q5_K, 16, 3, "mmq_q5_k_wide16_s3"),
+    (GgmlType::Q5_K, 16, 4, "mmq_q5_k_wide16_s4"),
+];
+
+/// The wide kernel of `ty` for `places` token places with the most buffers up to `stages`
+/// that it has (None: the type has no wide kernels), and its buffer count.
+fn mmq_wide(ty: GgmlType, places: usize, stages: usize) -> Option<(&'static str, usize)> {
+    MMQ_WIDE
+        .iter()
+        .filter(|&&(t, p, s, _)| t == ty && p == places && s <= stages)
+        .max_by_key(|&&(_, _, s, _)| s)
+        .map(|&(_, _, s, name)| (name, s))
 }
+
+/// Buffers the wide kernels copy through (`GLINT_CUDA_MMQ_STAGES`, 2 to 4; the same bits
+/// with any: this only compares speed). 2 keeps one step's copies in flight while the step
+/// before computes.
+fn mmq_stages() -> usize {
+    static S: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *S.get_or_init(|| parse_stages(std::env::var("GLINT_CUDA_MMQ_STAGES").ok().as_deref()))
+}
+
+fn parse_stages(v: Option<&str>) -> usize {
+    v.and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(MMQ_STAGES_DEFAULT, |s| s.clamp(2, 4))
+}
+
+const MMQ_STAGES_DEFAULT: usize = 2;
 
 /// Whether the wide kernels run for weights of `ty` over `rows` rows: where the type has them
 /// and the rows pass one 64-row block, unless `GLINT_CUDA_MMQ_WIDE=0` (the same bits either
@@ -875,7 +908,7 @@ fn mmq_wide(ty: GgmlType) -> Option<(&'static str, &'static str)> {
 fn wide_applies(ty: GgmlType, rows: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_WIDE").map_or(true, |v| v != "0"));
-    on && rows > MMQ_BM && mmq_wide(ty).is_some()
+    on && rows > MMQ_BM && mmq_wide(ty, MMQ_BN, 2).is_some()
 }
 
 /// Token places of an expert-indexed product's tensor-core tiles: 16 where the wide kernels
@@ -906,11 +939,10 @@ fn mmq_launch(
     tiles: usize,
     places: usize,
 ) -> Result<(CudaFunction, LaunchConfig)> {
-    match mmq_wide(ty).filter(|_| wide_applies(ty, rows)) {
-        Some((wide32, wide16)) => {
-            let wide = if places == 16 { wide16 } else { wide32 };
+    match mmq_wide(ty, places, mmq_stages()).filter(|_| wide_applies(ty, rows)) {
+        Some((wide, stages)) => {
             let f = be.func(Family::Quant, wide)?;
-            let bytes = 2 * MMQ_WIDE_BM * ty.type_size() + 2 * places * MMQ_AS;
+            let bytes = stages * (MMQ_WIDE_BM * ty.type_size() + places * MMQ_AS);
             let dynamic = if bytes > 48 * 1024 { bytes } else { 0 };
             if dynamic > 0 {
                 be.smem.allow(be, op, &f, wide, dynamic)?;
@@ -1486,13 +1518,11 @@ mod tests {
             if let Some(m) = k.mmq {
                 let staged = format!("MMQ_STAGED({}, ", m.trim_start_matches("mmq_"));
                 assert!(
-                    src.contains(&format!(") {m}(MMQ_ARGS)")) || src.contains(&staged),
+                    src.contains(&format!(") {m}(MMQ_ARGS)"))
+                        || src.contains(&staged)
+                        || src.contains(&format!("\nMMQ_K4({m}, ")),
                     "{m} missing"
                 );
-            }
-            if let Some((m, m16)) = mmq_wide(k.ty) {
-                assert!(src.contains(&format!(") {m}(MMQ_ARGS)")), "{m} missing");
-                assert!(src.contains(&format!(") {m16}(MMQ_ARGS)")), "{m16} missing");
             }
         }
     }
@@ -1505,16 +1535,34 @@ mod tests {
         assert_eq!(crate::compile::Family::Quant.define("MMQ_AS"), MMQ_AS);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BN"), MMQ_BN);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BM"), MMQ_BM);
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
-            let (m, m16) = mmq_wide(ty).unwrap();
-            for (k, tail) in [(m, String::new()), (m16, ", 16".to_string())] {
-                let head = format!("__launch_bounds__({}, 2) {k}(MMQ_ARGS)", 2 * MMQ_WIDE_BM);
-                assert!(src.contains(&head), "{head}");
-                let t = ty.name().to_lowercase();
-                let body = format!("mmq_k4<W_{t}, {MMQ_WIDE_BM}{tail}>(MMQ_PASS)");
-                assert!(src.contains(&body), "{body}");
+        for &(ty, places, stages, name) in &MMQ_WIDE {
+            let t = ty.name().to_lowercase();
+            let line = format!("\nMMQ_K4({name}, W_{t}, {MMQ_WIDE_BM}, {places}, {stages})\n");
+            assert!(src.contains(&line), "{line}");
+            // Two blocks a multiprocessor (228 KiB, 1 KiB of it reserved a block).
+            let bytes = stages * (MMQ_WIDE_BM * ty.type_size() + places * MMQ_AS);
+            assert!(2 * (bytes + 1024 + 2 * places * 4) <= 228 * 1024, "{name}: {bytes}");
+        }
+        for (ty, places) in [(GgmlType::Q4_K, 16), (GgmlType::Q4_K, 32), (GgmlType::Q5_K, 16)] {
+            for s in 2..=4 {
+                assert_eq!(mmq_wide(ty, places, s).unwrap().1, s, "{ty:?} {places} {s}");
             }
         }
+        assert_eq!(mmq_wide(GgmlType::Q5_K, 32, 4).unwrap(), ("mmq_q5_k_wide_s3", 3));
+        assert_eq!(mmq_wide(GgmlType::Q6_K, 16, 2), None);
+        assert!(src.contains("__launch_bounds__(2 * (BM), 256 / (BM)) NAME(MMQ_ARGS)"));
+    }
+
+    /// `GLINT_CUDA_MMQ_STAGES`: 2 to 4 buffers, out-of-range counts clamped, anything else the
+    /// default.
+    #[test]
+    fn mmq_stages_parse() {
+        assert_eq!(parse_stages(None), MMQ_STAGES_DEFAULT);
+        assert_eq!(parse_stages(Some("3")), 3);
+        assert_eq!(parse_stages(Some(" 4 ")), 4);
+        assert_eq!(parse_stages(Some("9")), 4);
+        assert_eq!(parse_stages(Some("0")), 2);
+        assert_eq!(parse_stages(Some("deep")), MMQ_STAGES_DEFAULT);
     }
 
     /// The host sizes and strides activations with the kernels' Q8_K block (a mismatch reads
