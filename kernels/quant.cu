@@ -2504,6 +2504,134 @@ MMQ_K4(mmq_q5_k_wide_s3, W_q5_k, 128, 32, 3)
 MMQ_K4(mmq_q5_k_wide16_s3, W_q5_k, 128, 16, 3)
 MMQ_K4(mmq_q5_k_wide16_s4, W_q5_k, 128, 16, 4)
 
+// A word of shared memory at p, which is 2-byte aligned: two aligned loads put together.
+__device__ __forceinline__ u32 lds32_a2(const u8* p) {
+    const int mis = (int)((size_t)p & 3);
+    const u32* a = (const u32*)(p - mis);  // offset from p itself: the loads stay shared-memory ones
+    return __byte_perm(a[0], a[1], mis ? 0x5432u : 0x3210u);
+}
+
+// Q6_K against Q8_K on mmq_k4's wide tiles (128 rows, BN token places, S buffers): mmq_q6_k's
+// step values — Σ scale·(q − 32)·a over the 16 sub-blocks, an m16n8k16 MMA each, and
+// q6k_block_value — with the fragments taken from the raw blocks as mmq_k4 takes Q4_K's, so
+// no staging pass and one barrier a step (mmq_q6_k stages 256 int8 a row and waits three
+// times a step; call AH had its expert down projection at 12 warp cycles an instruction).
+// Element 128h + 32k + l has its low nibble in ql[64h + 32(k & 1) + l] (>> 4(k >> 1)) and its
+// high bits in qh[32h + l] (>> 2k): the fragment word of rows r at elements 16u + 4t.. of
+// sub-block 8h + 2k + u is one ql and one qh word, a shift and mask each, and minus32_6bit.
+// A 210-byte block is 2-byte aligned, so a row's block is copied as the Q6K_RAW bytes from
+// its address rounded down to 16 (mmq_q6_k's copy) and its words are read in two halves.
+#define Q6K_WIDE_SMEM(BN, S) ((S) * (128 * Q6K_RAW + (BN) * MMQ_AS))
+template <int BN, int S>
+__device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
+    constexpr int BM = 128, TPT = 2 * BM / BN, NJ = BN / 8;
+    static_assert(S >= 2 && S <= 4 && (BN == 16 || BN == 32), "mmq_q6k_wide: 2 to 4 stages, 16 or 32 tokens");
+    using Raw = u8[BM * Q6K_RAW];
+    using Act = u8[BN * MMQ_AS];
+    extern __shared__ __align__(16) u8 q6_sm[];
+    Raw* raw = reinterpret_cast<Raw*>(q6_sm);
+    Act* as2 = reinterpret_cast<Act*>(q6_sm + S * BM * Q6K_RAW);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = blockIdx.x * BM, nblocks = cols / 256;
+    const long long row_bytes = (long long)nblocks * 210;
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    auto block_at = [&](const u8* wt, int r, int b) {
+        return (size_t)(wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210);
+    };
+    // Two threads a row (pieces c ≡ tid mod 2; the last stops at the block's end), TPT a
+    // token; every call commits a group (empty past the last step), as in mmq_k4.
+    auto issue = [&](const u8* wt, int b, const int* xr) {
+        if (b < nblocks) {
+            const int r = tid >> 1, c0 = tid & 1;
+            const size_t a = block_at(wt, r, b);
+            const int sh = (int)(a & 15);
+            const u8* src = (const u8*)(a - sh) + 16 * c0;
+            u8* dst = raw[b % S] + r * Q6K_RAW + 16 * c0;
+#pragma unroll
+            for (int k = 0; k < Q6K_RAW / 32; ++k) {
+                const int p = c0 + 2 * k;
+                cp_async16_n(dst + 32 * k, src + 32 * k, p < Q6K_RAW / 16 - 1 ? 16 : sh + 210 - 16 * p);
+            }
+            stage_q8k<MMQ_AS, true, TPT>(as2[b % S], act, xr, act_stride, b);
+        }
+        cp_async_commit();
+    };
+    auto step = [&](const u8* wt, int b, const int* xr, float (&v)[NJ][4]) {
+        if (b == 0) {
+            __syncthreads();  // x_row is written; the previous tile's readers are done
+#pragma unroll
+            for (int k = 0; k < S - 1; ++k) issue(wt, k, xr);
+        }
+        cp_async_wait<S - 2>();
+        __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
+        issue(wt, b + S - 1, xr);
+        const u8* x0 = raw[b % S] + r0 * Q6K_RAW + (int)(block_at(wt, r0, b) & 15);
+        const u8* x1 = raw[b % S] + r1 * Q6K_RAW + (int)(block_at(wt, r1, b) & 15);
+        const u8* as = as2[b % S];
+        const uint4 sw0 = lds128_a2(x0 + 192), sw1 = lds128_a2(x1 + 192);
+        const u32 sc0[4] = {sw0.x, sw0.y, sw0.z, sw0.w}, sc1[4] = {sw1.x, sw1.y, sw1.z, sw1.w};
+        int isc[NJ][4];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) isc[j][q] = 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // qh words of rows r0, r1 at l = 16u + 4t..
+            const u32 qh[2][2] = {{lds32_a2(x0 + 128 + 32 * h + 4 * t4), lds32_a2(x0 + 144 + 32 * h + 4 * t4)},
+                                  {lds32_a2(x1 + 128 + 32 * h + 4 * t4), lds32_a2(x1 + 144 + 32 * h + 4 * t4)}};
+#pragma unroll
+            for (int k1 = 0; k1 < 2; ++k1) {
+                const u8* l0 = x0 + 64 * h + 32 * k1 + 4 * t4;
+                const u8* l1 = x1 + 64 * h + 32 * k1 + 4 * t4;
+                const u32 ql[2][2] = {{lds32_a2(l0), lds32_a2(l0 + 16)}, {lds32_a2(l1), lds32_a2(l1 + 16)}};
+#pragma unroll
+                for (int nib = 0; nib < 2; ++nib) {
+                    const int k = k1 + 2 * nib;
+#pragma unroll
+                    for (int u = 0; u < 2; ++u) {
+                        const int s = 8 * h + 2 * k + u;
+                        const u32 a0 = minus32_6bit(((ql[0][u] >> (4 * nib)) & 0x0f0f0f0fu) |
+                                                    (((qh[0][u] >> (2 * k)) & 0x03030303u) << 4));
+                        const u32 a1 = minus32_6bit(((ql[1][u] >> (4 * nib)) & 0x0f0f0f0fu) |
+                                                    (((qh[1][u] >> (2 * k)) & 0x03030303u) << 4));
+                        const int s0 = (int)(i8)(u8)(sc0[s >> 2] >> (8 * (s & 3)));
+                        const int s1 = (int)(i8)(u8)(sc1[s >> 2] >> (8 * (s & 3)));
+#pragma unroll
+                        for (int j = 0; j < NJ; ++j) {
+                            int c[4];
+                            mma_s8_16x8x16(c, a0, a1, lds32(as + (8 * j + g) * MMQ_AS + 4 + 16 * s + 4 * t4));
+                            isc[j][0] += s0 * c[0];
+                            isc[j][1] += s0 * c[1];
+                            isc[j][2] += s1 * c[2];
+                            isc[j][3] += s1 * c[3];
+                        }
+                    }
+                }
+            }
+        }
+        const float d0 = ldh(x0 + 208), d1 = ldh(x1 + 208);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const float yd = q8k_d(as + (8 * j + 2 * t4 + q) * MMQ_AS);
+                v[j][q] = __fadd_rn(v[j][q], q6k_block_value(d0, yd, isc[j][q]));
+                v[j][2 + q] = __fadd_rn(v[j][2 + q], q6k_block_value(d1, yd, isc[j][2 + q]));
+            }
+    };
+    mmq_tiles<BM, BN>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+}
+#define MMQ_Q6K(NAME, BN, S)                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 2) NAME(MMQ_ARGS) {     \
+        pdl_enter();                                                          \
+        mmq_q6k_wide<BN, S>(MMQ_PASS);                                        \
+    }
+MMQ_Q6K(mmq_q6_k_wide, 32, 2)
+MMQ_Q6K(mmq_q6_k_wide_s3, 32, 3)
+MMQ_Q6K(mmq_q6_k_wide16, 16, 2)
+MMQ_Q6K(mmq_q6_k_wide16_s3, 16, 3)
+
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.
 __device__ __forceinline__ void mmq_mins16(const u8* __restrict__ wmn, const u8* yb, int r0, int r1, int& imn0,

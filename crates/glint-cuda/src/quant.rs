@@ -860,10 +860,10 @@ const MMQ_BN: usize = 32;
 const MMQ_WIDE_BM: usize = 128;
 const MMQ_AS: usize = 272;
 
-/// The wide tensor-core kernels (kernels/quant.cu's `MMQ_K4` lines of 128 rows): type, token
-/// places, buffers, name. Q5_K's 32-place tiles have no 4-buffer kernel (two blocks would not
-/// fit a multiprocessor's shared memory).
-const MMQ_WIDE: [(GgmlType, usize, usize, &str); 11] = [
+/// The wide tensor-core kernels (kernels/quant.cu's `MMQ_K4` lines of 128 rows, and
+/// `MMQ_Q6K`'s): type, token places, buffers, name. Those left out would not fit two blocks in
+/// a multiprocessor's shared memory.
+const MMQ_WIDE: [(GgmlType, usize, usize, &str); 15] = [
     (GgmlType::Q4_K, 32, 2, "mmq_q4_k_wide"),
     (GgmlType::Q4_K, 32, 3, "mmq_q4_k_wide_s3"),
     (GgmlType::Q4_K, 32, 4, "mmq_q4_k_wide_s4"),
@@ -875,7 +875,29 @@ const MMQ_WIDE: [(GgmlType, usize, usize, &str); 11] = [
     (GgmlType::Q5_K, 16, 2, "mmq_q5_k_wide16"),
     (GgmlType::Q5_K, 16, 3, "mmq_q5_k_wide16_s3"),
     (GgmlType::Q5_K, 16, 4, "mmq_q5_k_wide16_s4"),
+    (GgmlType::Q6_K, 32, 2, "mmq_q6_k_wide"),
+    (GgmlType::Q6_K, 32, 3, "mmq_q6_k_wide_s3"),
+    (GgmlType::Q6_K, 16, 2, "mmq_q6_k_wide16"),
+    (GgmlType::Q6_K, 16, 3, "mmq_q6_k_wide16_s3"),
 ];
+
+/// Shared-memory bytes a row of a wide kernel's weight buffer takes: the block, or for Q6_K's
+/// 2-byte-aligned 210-byte blocks the 16-byte pieces that cover it (kernels/quant.cu
+/// `Q6K_RAW`).
+fn wide_row_bytes(ty: GgmlType) -> usize {
+    if ty == GgmlType::Q6_K {
+        Q6K_RAW
+    } else {
+        ty.type_size()
+    }
+}
+const Q6K_RAW: usize = 224;
+
+/// Dynamic shared memory of a wide kernel: `stages` buffers of 128 weight rows and `places`
+/// staged activation blocks (kernels/quant.cu `MMQ_K4_SMEM`, `Q6K_WIDE_SMEM`).
+fn wide_smem(ty: GgmlType, places: usize, stages: usize) -> usize {
+    stages * (MMQ_WIDE_BM * wide_row_bytes(ty) + places * MMQ_AS)
+}
 
 /// The wide kernel of `ty` for `places` token places with the most buffers up to `stages`
 /// that it has (None: the type has no wide kernels), and its buffer count.
@@ -942,8 +964,13 @@ fn mmq_launch(
     match mmq_wide(ty, places, mmq_stages()).filter(|_| wide_applies(ty, rows)) {
         Some((wide, stages)) => {
             let f = be.func(Family::Quant, wide)?;
-            let bytes = stages * (MMQ_WIDE_BM * ty.type_size() + places * MMQ_AS);
-            let dynamic = if bytes > 48 * 1024 { bytes } else { 0 };
+            let bytes = wide_smem(ty, places, stages);
+            // Q6_K's kernels declare only dynamic shared memory.
+            let dynamic = if bytes > 48 * 1024 || ty == GgmlType::Q6_K {
+                bytes
+            } else {
+                0
+            };
             if dynamic > 0 {
                 be.smem.allow(be, op, &f, wide, dynamic)?;
             }
@@ -1535,21 +1562,42 @@ mod tests {
         assert_eq!(crate::compile::Family::Quant.define("MMQ_AS"), MMQ_AS);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BN"), MMQ_BN);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BM"), MMQ_BM);
+        assert_eq!(crate::compile::Family::Quant.define("Q6K_RAW"), Q6K_RAW);
         for &(ty, places, stages, name) in &MMQ_WIDE {
             let t = ty.name().to_lowercase();
-            let line = format!("\nMMQ_K4({name}, W_{t}, {MMQ_WIDE_BM}, {places}, {stages})\n");
+            let line = if ty == GgmlType::Q6_K {
+                format!("\nMMQ_Q6K({name}, {places}, {stages})\n")
+            } else {
+                format!("\nMMQ_K4({name}, W_{t}, {MMQ_WIDE_BM}, {places}, {stages})\n")
+            };
             assert!(src.contains(&line), "{line}");
             // Two blocks a multiprocessor (228 KiB, 1 KiB of it reserved a block).
-            let bytes = stages * (MMQ_WIDE_BM * ty.type_size() + places * MMQ_AS);
-            assert!(2 * (bytes + 1024 + 2 * places * 4) <= 228 * 1024, "{name}: {bytes}");
+            let bytes = wide_smem(ty, places, stages);
+            assert!(
+                2 * (bytes + 1024 + 2 * places * 4) <= 228 * 1024,
+                "{name}: {bytes}"
+            );
         }
-        for (ty, places) in [(GgmlType::Q4_K, 16), (GgmlType::Q4_K, 32), (GgmlType::Q5_K, 16)] {
+        assert!(src.contains("__launch_bounds__(256, 2) NAME(MMQ_ARGS)"));
+        assert!(src.contains("(S) * (128 * Q6K_RAW + (BN) * MMQ_AS)"));
+        for (ty, places) in [
+            (GgmlType::Q4_K, 16),
+            (GgmlType::Q4_K, 32),
+            (GgmlType::Q5_K, 16),
+        ] {
             for s in 2..=4 {
                 assert_eq!(mmq_wide(ty, places, s).unwrap().1, s, "{ty:?} {places} {s}");
             }
         }
-        assert_eq!(mmq_wide(GgmlType::Q5_K, 32, 4).unwrap(), ("mmq_q5_k_wide_s3", 3));
-        assert_eq!(mmq_wide(GgmlType::Q6_K, 16, 2), None);
+        assert_eq!(
+            mmq_wide(GgmlType::Q5_K, 32, 4).unwrap(),
+            ("mmq_q5_k_wide_s3", 3)
+        );
+        assert_eq!(
+            mmq_wide(GgmlType::Q6_K, 16, 4).unwrap(),
+            ("mmq_q6_k_wide16_s3", 3)
+        );
+        assert_eq!(mmq_wide(GgmlType::Q8_0, 16, 2), None);
         assert!(src.contains("__launch_bounds__(2 * (BM), 256 / (BM)) NAME(MMQ_ARGS)"));
     }
 
