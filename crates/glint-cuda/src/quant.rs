@@ -925,12 +925,14 @@ fn parse_stages(v: Option<&str>) -> usize {
 const MMQ_STAGES_DEFAULT: usize = 2;
 
 /// Whether the wide kernels run for weights of `ty` over `rows` rows: where the type has them
-/// and the rows pass one 64-row block, unless `GLINT_CUDA_MMQ_WIDE=0` (the same bits either
-/// way; this only compares speed).
+/// and the rows pass one 64-row block, unless `GLINT_CUDA_MMQ_WIDE=0` (or, for Q6_K only,
+/// `GLINT_CUDA_MMQ_WIDE_Q6K=0`; the same bits either way: these only compare speed).
 fn wide_applies(ty: GgmlType, rows: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_WIDE").map_or(true, |v| v != "0"));
-    on && rows > MMQ_BM && mmq_wide(ty, MMQ_BN, 2).is_some()
+    static ON: std::sync::OnceLock<(bool, bool)> = std::sync::OnceLock::new();
+    let off = |k: &str| std::env::var(k).is_ok_and(|v| v == "0");
+    let (on, q6k) =
+        *ON.get_or_init(|| (!off("GLINT_CUDA_MMQ_WIDE"), !off("GLINT_CUDA_MMQ_WIDE_Q6K")));
+    on && (q6k || ty != GgmlType::Q6_K) && rows > MMQ_BM && mmq_wide(ty, MMQ_BN, 2).is_some()
 }
 
 /// Token places of an expert-indexed product's tensor-core tiles: 16 where the wide kernels
