@@ -2521,16 +2521,18 @@ __device__ __forceinline__ u32 lds32_a2(const u8* p) {
 // sub-block 8h + 2k + u is one ql and one qh word, a shift and mask each, and minus32_6bit.
 // A 210-byte block is 2-byte aligned, so a row's block is copied as the Q6K_RAW bytes from
 // its address rounded down to 16 (mmq_q6_k's copy) and its words are read in two halves.
-#define Q6K_WIDE_SMEM(BN, S) ((S) * (128 * Q6K_RAW + (BN) * MMQ_AS))
+// Rows are Q6K_ROW bytes apart (60 words: a fragment load's 8 rows hit distinct banks).
+#define Q6K_ROW 240
+#define Q6K_WIDE_SMEM(BN, S) ((S) * (128 * Q6K_ROW + (BN) * MMQ_AS))
 template <int BN, int S>
 __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
     constexpr int BM = 128, TPT = 2 * BM / BN, NJ = BN / 8;
     static_assert(S >= 2 && S <= 4 && (BN == 16 || BN == 32), "mmq_q6k_wide: 2 to 4 stages, 16 or 32 tokens");
-    using Raw = u8[BM * Q6K_RAW];
+    using Raw = u8[BM * Q6K_ROW];
     using Act = u8[BN * MMQ_AS];
     extern __shared__ __align__(16) u8 q6_sm[];
     Raw* raw = reinterpret_cast<Raw*>(q6_sm);
-    Act* as2 = reinterpret_cast<Act*>(q6_sm + S * BM * Q6K_RAW);
+    Act* as2 = reinterpret_cast<Act*>(q6_sm + S * BM * Q6K_ROW);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int row0 = blockIdx.x * BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * 210;
@@ -2546,7 +2548,7 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
             const size_t a = block_at(wt, r, b);
             const int sh = (int)(a & 15);
             const u8* src = (const u8*)(a - sh) + 16 * c0;
-            u8* dst = raw[b % S] + r * Q6K_RAW + 16 * c0;
+            u8* dst = raw[b % S] + r * Q6K_ROW + 16 * c0;
 #pragma unroll
             for (int k = 0; k < Q6K_RAW / 32; ++k) {
                 const int p = c0 + 2 * k;
@@ -2565,8 +2567,8 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
         cp_async_wait<S - 2>();
         __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
         issue(wt, b + S - 1, xr);
-        const u8* x0 = raw[b % S] + r0 * Q6K_RAW + (int)(block_at(wt, r0, b) & 15);
-        const u8* x1 = raw[b % S] + r1 * Q6K_RAW + (int)(block_at(wt, r1, b) & 15);
+        const u8* x0 = raw[b % S] + r0 * Q6K_ROW + (int)(block_at(wt, r0, b) & 15);
+        const u8* x1 = raw[b % S] + r1 * Q6K_ROW + (int)(block_at(wt, r1, b) & 15);
         const u8* as = as2[b % S];
         const uint4 sw0 = lds128_a2(x0 + 192), sw1 = lds128_a2(x1 + 192);
         const u32 sc0[4] = {sw0.x, sw0.y, sw0.z, sw0.w}, sc1[4] = {sw1.x, sw1.y, sw1.z, sw1.w};
@@ -2628,7 +2630,6 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
         mmq_q6k_wide<BN, S>(MMQ_PASS);                                        \
     }
 MMQ_Q6K(mmq_q6_k_wide, 32, 2)
-MMQ_Q6K(mmq_q6_k_wide_s3, 32, 3)
 MMQ_Q6K(mmq_q6_k_wide16, 16, 2)
 MMQ_Q6K(mmq_q6_k_wide16_s3, 16, 3)
 

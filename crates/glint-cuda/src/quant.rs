@@ -863,7 +863,7 @@ const MMQ_AS: usize = 272;
 /// The wide tensor-core kernels (kernels/quant.cu's `MMQ_K4` lines of 128 rows, and
 /// `MMQ_Q6K`'s): type, token places, buffers, name. Those left out would not fit two blocks in
 /// a multiprocessor's shared memory.
-const MMQ_WIDE: [(GgmlType, usize, usize, &str); 15] = [
+const MMQ_WIDE: [(GgmlType, usize, usize, &str); 14] = [
     (GgmlType::Q4_K, 32, 2, "mmq_q4_k_wide"),
     (GgmlType::Q4_K, 32, 3, "mmq_q4_k_wide_s3"),
     (GgmlType::Q4_K, 32, 4, "mmq_q4_k_wide_s4"),
@@ -876,22 +876,21 @@ const MMQ_WIDE: [(GgmlType, usize, usize, &str); 15] = [
     (GgmlType::Q5_K, 16, 3, "mmq_q5_k_wide16_s3"),
     (GgmlType::Q5_K, 16, 4, "mmq_q5_k_wide16_s4"),
     (GgmlType::Q6_K, 32, 2, "mmq_q6_k_wide"),
-    (GgmlType::Q6_K, 32, 3, "mmq_q6_k_wide_s3"),
     (GgmlType::Q6_K, 16, 2, "mmq_q6_k_wide16"),
     (GgmlType::Q6_K, 16, 3, "mmq_q6_k_wide16_s3"),
 ];
 
 /// Shared-memory bytes a row of a wide kernel's weight buffer takes: the block, or for Q6_K's
-/// 2-byte-aligned 210-byte blocks the 16-byte pieces that cover it (kernels/quant.cu
-/// `Q6K_RAW`).
+/// 2-byte-aligned 210-byte blocks the 16-byte pieces that cover it, padded (kernels/quant.cu
+/// `Q6K_ROW`).
 fn wide_row_bytes(ty: GgmlType) -> usize {
     if ty == GgmlType::Q6_K {
-        Q6K_RAW
+        Q6K_ROW
     } else {
         ty.type_size()
     }
 }
-const Q6K_RAW: usize = 224;
+const Q6K_ROW: usize = 240;
 
 /// Dynamic shared memory of a wide kernel: `stages` buffers of 128 weight rows and `places`
 /// staged activation blocks (kernels/quant.cu `MMQ_K4_SMEM`, `Q6K_WIDE_SMEM`).
@@ -1564,7 +1563,7 @@ mod tests {
         assert_eq!(crate::compile::Family::Quant.define("MMQ_AS"), MMQ_AS);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BN"), MMQ_BN);
         assert_eq!(crate::compile::Family::Quant.define("MMQ_BM"), MMQ_BM);
-        assert_eq!(crate::compile::Family::Quant.define("Q6K_RAW"), Q6K_RAW);
+        assert_eq!(crate::compile::Family::Quant.define("Q6K_ROW"), Q6K_ROW);
         for &(ty, places, stages, name) in &MMQ_WIDE {
             let t = ty.name().to_lowercase();
             let line = if ty == GgmlType::Q6_K {
@@ -1581,7 +1580,7 @@ mod tests {
             );
         }
         assert!(src.contains("__launch_bounds__(256, 2) NAME(MMQ_ARGS)"));
-        assert!(src.contains("(S) * (128 * Q6K_RAW + (BN) * MMQ_AS)"));
+        assert!(src.contains("(S) * (128 * Q6K_ROW + (BN) * MMQ_AS)"));
         for (ty, places) in [
             (GgmlType::Q4_K, 16),
             (GgmlType::Q4_K, 32),
