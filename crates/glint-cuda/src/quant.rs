@@ -909,8 +909,9 @@ fn mmq_wide(ty: GgmlType, places: usize, stages: usize) -> Option<(&'static str,
 }
 
 /// Buffers the wide kernels copy through (`GLINT_CUDA_MMQ_STAGES`, 2 to 4; the same bits
-/// with any: this only compares speed). 2 keeps one step's copies in flight while the step
-/// before computes.
+/// with any: this only compares speed): two steps' copies in flight while a step computes. On
+/// an H100 (call AQ, docs/performance.md) 3 gave pp512 +0.6-0.9% over 2 in each of five pairs,
+/// 4 nothing more: the expert products are not waiting on their copies' latency.
 fn mmq_stages() -> usize {
     static S: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *S.get_or_init(|| parse_stages(std::env::var("GLINT_CUDA_MMQ_STAGES").ok().as_deref()))
@@ -921,7 +922,7 @@ fn parse_stages(v: Option<&str>) -> usize {
         .map_or(MMQ_STAGES_DEFAULT, |s| s.clamp(2, 4))
 }
 
-const MMQ_STAGES_DEFAULT: usize = 2;
+const MMQ_STAGES_DEFAULT: usize = 3;
 
 /// Whether the wide kernels run for weights of `ty` over `rows` rows: where the type has them
 /// and the rows pass one 64-row block, unless `GLINT_CUDA_MMQ_WIDE=0` (or, for Q6_K only,
