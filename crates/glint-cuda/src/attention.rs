@@ -487,20 +487,35 @@ fn mla_mma64_smem(dk: usize) -> usize {
     2 * (16 + MLA_KT64) * (dk + 8) + 2 * 16 * MLA_PST + 4 * (2 * 8 * 16 + 4 * 16) + 8 * MLA_KT64
 }
 
-/// The key lists from which the tensor-core attention runs on 64-key tiles: from 1,024 keys by
-/// default (at 2,048 selected keys on an H100, `mla_attention` + `mla_combine` 22.9 µs against
-/// 29.6 for the 16-key tiles, docs/performance.md), every list with `GLINT_CUDA_MLA_TILE64=all`
-/// (the conformance suite's small cases), never with `=0`. Shorter lists keep the 16-key plan:
-/// at ~70 keys the kernel bench has 64-key tiles 5% faster, but decode on an H200 moved within
-/// its runs' spread (call AA, docs/performance.md).
-fn mla_tile64_from() -> Option<usize> {
-    static FROM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *FROM.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_TILE64").as_deref() {
-        Ok("0") => None,
-        Ok("all") => Some(0),
-        _ => Some(16 * MLA_KT64),
+/// The key lists from which the tensor-core attention runs on 64-key tiles in a step of
+/// `n_tokens`: from 1,024 keys by default (at 2,048 selected keys on an H100, `mla_attention` +
+/// `mla_combine` 22.9 µs against 29.6 for the 16-key tiles, docs/performance.md), and every
+/// list in a step of [`TILE64_ALL_TOKENS`] tokens or more (a prompt: pp512 +2% on the default
+/// path, +5% with the cuBLAS products, call AR); every list with `GLINT_CUDA_MLA_TILE64=all`
+/// (the conformance suite's small cases), never with `=0`. Short lists of decode steps keep the
+/// 16-key plan: at ~70 keys the kernel bench has 64-key tiles 5% faster, but decode on an H200
+/// moved within its runs' spread (call AA, docs/performance.md).
+fn mla_tile64_from(n_tokens: usize) -> Option<usize> {
+    static FROM: std::sync::OnceLock<Option<Option<usize>>> = std::sync::OnceLock::new();
+    let knob = *FROM.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_TILE64").as_deref() {
+        Ok("0") => Some(None),
+        Ok("all") => Some(Some(0)),
+        _ => None,
+    });
+    tile64_from(knob, n_tokens)
+}
+
+/// [`mla_tile64_from`] given the knob (None: unset).
+fn tile64_from(knob: Option<Option<usize>>, n_tokens: usize) -> Option<usize> {
+    knob.unwrap_or(if n_tokens >= TILE64_ALL_TOKENS {
+        Some(0)
+    } else {
+        Some(16 * MLA_KT64)
     })
 }
+
+/// Tokens a step holds from which every key list takes the 64-key tiles.
+const TILE64_ALL_TOKENS: usize = 64;
 
 /// Whether f16 and bf16 latent caches take the tensor-core kernel (`GLINT_CUDA_MLA_MMA=0`: the
 /// CUDA-core one, to compare).
@@ -656,7 +671,7 @@ pub(crate) fn mla_attention(
         p.n_kv
     }
     .max(1);
-    let tile64 = mma && mla_tile64_from().is_some_and(|from| l_max >= from);
+    let tile64 = mma && mla_tile64_from(p.n_tokens).is_some_and(|from| l_max >= from);
     let name = match cache.ty {
         CacheType::F16 if tile64 => "mla_attention_mma64_f16",
         _ if tile64 => "mla_attention_mma64_bf16",
@@ -776,6 +791,18 @@ pub(crate) fn mla_attention(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prompt-sized steps take the 64-key tiles on every list, decode steps from 1,024 keys;
+    /// `GLINT_CUDA_MLA_TILE64` (`0`, `all`) overrides both.
+    #[test]
+    fn tile64_threshold_by_step_size() {
+        assert_eq!(tile64_from(None, 1), Some(1024));
+        assert_eq!(tile64_from(None, 63), Some(1024));
+        assert_eq!(tile64_from(None, 64), Some(0));
+        assert_eq!(tile64_from(None, 512), Some(0));
+        assert_eq!(tile64_from(Some(None), 512), None);
+        assert_eq!(tile64_from(Some(Some(0)), 1), Some(0));
+    }
 
     /// The shapes the host plans grids and shared memory with are the kernels' own: a block of
     /// keys or threads that differs between the two is a silent out-of-bounds or missed key.
