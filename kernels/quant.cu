@@ -1956,8 +1956,10 @@ __device__ __forceinline__ void mma_s8_16x8x32_acc(int (&c)[4], u32 a0, u32 a1, 
 // block's rows (of the expert's weights at wt) and of the activation rows x_row[0..MMQ_BN),
 // and adds (`__fadd_rn`) to v[j][q] this thread's step values: rows g (q 0, 1) and g + 8
 // (q 2, 3) of its warp's 16, tokens 8j + 2t + (q & 1) — added there rather than returned, so no
-// step-value registers stay live beside the sums. It synchronises the block itself.
-template <int BM = MMQ_BM, int BN = MMQ_BN, class Step>
+// step-value registers stay live beside the sums. It synchronises the block itself. FIT: 0
+// every tile; 1 only tiles of at most 16 pairs, 2 only the others (the `_fit` kernels run a
+// 16-place and a 32-place pass over one tile list, so each tile runs on the places it fills).
+template <int BM = MMQ_BM, int BN = MMQ_BN, int FIT = 0, class Step>
 __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __restrict__ y, int rows, int n,
                                           long long row_bytes, int nsteps, int ks, const u32* __restrict__ order,
                                           const u32* __restrict__ tiles, int n_used, int x_per_slot, Step step) {
@@ -1975,6 +1977,7 @@ __device__ __forceinline__ void mmq_tiles(const u8* __restrict__ w, float* __res
             first = (int)tiles[2 + 3 * tile];
             nt = (int)tiles[3 + 3 * tile];
         }
+        if ((FIT == 1 && nt > 16) || (FIT == 2 && nt <= 16)) continue;  // the same for the whole block
         __syncthreads();  // the previous tile's readers are done with out_row / x_row
         if (tid < BN) {
             // Places past nt repeat the first pair: computed, never stored.
@@ -2363,7 +2366,7 @@ __device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 
 // The buffers are MMQ_K4_SMEM(BM, BN, TS, S) bytes of shared memory: static up to 48 KiB,
 // else dynamic (128 rows of 32 tokens, and every S > 2).
 #define MMQ_K4_SMEM(BM, BN, TS, S) ((S) * ((BM) * (TS) + (BN) * MMQ_AS))
-template <class W, int BM, int BN = MMQ_BN, int S = 2>
+template <class W, int BM, int BN = MMQ_BN, int S = 2, int FIT = 0>
 __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     constexpr bool FIVE = W::TS == 176;  // Q5_K: qh[32] before qs
     constexpr int QS = FIVE ? 48 : 16;
@@ -2476,7 +2479,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q4k_block_value(d1.x, d1.y, yd, isc[j][2 + q], imn[j][2 + q]));
             }
     };
-    mmq_tiles<BM, BN>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+    mmq_tiles<BM, BN, FIT>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 // The mmq_k4 kernels: BM rows (2 · BM threads), BN token places, S buffers. 16 warps a
 // multiprocessor (four 64-row blocks, or two wide ones of 128): ptxas then keeps them to 128
@@ -2524,7 +2527,7 @@ __device__ __forceinline__ u32 lds32_a2(const u8* p) {
 // Rows are Q6K_ROW bytes apart (60 words: a fragment load's 8 rows hit distinct banks).
 #define Q6K_ROW 240
 #define Q6K_WIDE_SMEM(BN, S) ((S) * (128 * Q6K_ROW + (BN) * MMQ_AS))
-template <int BN, int S>
+template <int BN, int S, int FIT = 0>
 __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
     constexpr int BM = 128, TPT = 2 * BM / BN, NJ = BN / 8;
     static_assert(S >= 2 && S <= 4 && (BN == 16 || BN == 32), "mmq_q6k_wide: 2 to 4 stages, 16 or 32 tokens");
@@ -2622,7 +2625,7 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
                 v[j][2 + q] = __fadd_rn(v[j][2 + q], q6k_block_value(d1, yd, isc[j][2 + q]));
             }
     };
-    mmq_tiles<BM, BN>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
+    mmq_tiles<BM, BN, FIT>(w, y, rows, n, row_bytes, nblocks, ks, order, tiles, n_used, x_per_slot, step);
 }
 #define MMQ_Q6K(NAME, BN, S)                                                  \
     extern "C" __global__ void __launch_bounds__(256, 2) NAME(MMQ_ARGS) {     \
@@ -2632,6 +2635,23 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
 MMQ_Q6K(mmq_q6_k_wide, 32, 2)
 MMQ_Q6K(mmq_q6_k_wide16, 16, 2)
 MMQ_Q6K(mmq_q6_k_wide16_s3, 16, 3)
+
+// Expert products over tiles of up to 32 pairs, each run on the places it fills: a 16-place
+// pass over the tiles of at most 16 pairs, then a 32-place pass over the others (the dynamic
+// shared memory is the 32-place pass's). With 16-place tiles only, an expert of 17-32 pairs
+// took two tiles, each running every step of its rows; in a 512-token prefill (~16 pairs an
+// expert) that is ~40% of the experts, and a third of the places were empty.
+#define MMQ_FIT(NAME, PASS16, PASS32)                                     \
+    extern "C" __global__ void __launch_bounds__(256, 2) NAME(MMQ_ARGS) { \
+        pdl_enter();                                                      \
+        PASS16(MMQ_PASS);                                                 \
+        PASS32(MMQ_PASS);                                                 \
+    }
+#define MMQ_K4_PASS(W, BN, S, FIT) mmq_k4<W, 128, BN, S, FIT>
+#define MMQ_Q6K_PASS(BN, S, FIT) mmq_q6k_wide<BN, S, FIT>
+MMQ_FIT(mmq_q4_k_fit, MMQ_K4_PASS(W_q4_k, 16, 3, 1), MMQ_K4_PASS(W_q4_k, 32, 3, 2))
+MMQ_FIT(mmq_q5_k_fit, MMQ_K4_PASS(W_q5_k, 16, 3, 1), MMQ_K4_PASS(W_q5_k, 32, 3, 2))
+MMQ_FIT(mmq_q6_k_fit, MMQ_Q6K_PASS(16, 2, 1), MMQ_Q6K_PASS(32, 2, 2))
 
 // Σ min·bsum over the 16 sub-blocks of 16 of this thread's rows r0, r1 (16 mins a row in wmn)
 // against the Q8_K block at yb, exact.

@@ -199,14 +199,15 @@ fn include_paths() -> Vec<String> {
 }
 
 /// A quant.cu line that [`Family::part_source`] gives to one program only: a type's
-/// `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` or `MMQ_STAGED(..)` line, or an `MMQ_K4(..)` or
-/// `MMQ_Q6K(..)` one.
+/// `QUANT_KERNELS(..)`, `STAGED_KERNEL(..)` or `MMQ_STAGED(..)` line, or an `MMQ_K4(..)`,
+/// `MMQ_Q6K(..)` or `MMQ_FIT(..)` one.
 fn is_shared_line(l: &str) -> bool {
     l.starts_with("QUANT_KERNELS(")
         || l.starts_with("STAGED_KERNEL(")
         || l.starts_with("MMQ_STAGED(")
         || l.starts_with("MMQ_K4(")
         || l.starts_with("MMQ_Q6K(")
+        || l.starts_with("MMQ_FIT(")
 }
 
 fn fnv1a(parts: &[&[u8]]) -> u64 {

@@ -908,6 +908,28 @@ fn mmq_wide(ty: GgmlType, places: usize, stages: usize) -> Option<(&'static str,
         .map(|&(_, _, s, name)| (name, s))
 }
 
+/// The `_fit` kernels (kernels/quant.cu `MMQ_FIT`): expert products over tiles of up to
+/// [`MMQ_BN`] pairs, each tile run on 16 places or 32 as it fills them; with their buffers.
+const MMQ_FIT: [(GgmlType, usize, &str); 3] = [
+    (GgmlType::Q4_K, 3, "mmq_q4_k_fit"),
+    (GgmlType::Q5_K, 3, "mmq_q5_k_fit"),
+    (GgmlType::Q6_K, 2, "mmq_q6_k_fit"),
+];
+
+/// The `_fit` kernel where an expert product would take 16-place tiles, unless
+/// `GLINT_CUDA_MMQ_FIT=0` (the 16-place kernels then run; the same bits either way).
+fn mmq_fit(ty: GgmlType, places: usize) -> Option<(&'static str, usize)> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("GLINT_CUDA_MMQ_FIT").map_or(true, |v| v != "0"));
+    if !on || places != 16 {
+        return None;
+    }
+    MMQ_FIT
+        .iter()
+        .find(|&&(t, _, _)| t == ty)
+        .map(|&(_, s, name)| (name, s))
+}
+
 /// Buffers the wide kernels copy through (`GLINT_CUDA_MMQ_STAGES`, 2 to 4; the same bits
 /// with any: this only compares speed): two steps' copies in flight while a step computes. On
 /// an H100 (call AQ, docs/performance.md) 3 gave pp512 +0.6-0.9% over 2 in each of five pairs,
@@ -984,6 +1006,26 @@ fn mmq_launch(
         }
         None => Ok((be.func(Family::Quant, name)?, mmq_grid(rows, tiles, MMQ_BM))),
     }
+}
+
+/// The function and launch of `_fit` kernel `name` (`stages` buffers) over `rows` rows and
+/// `tiles` tiles of up to [`MMQ_BN`] pairs: the 32-place pass's shared memory.
+fn mmq_fit_launch(
+    be: &CudaBackend,
+    op: &'static str,
+    ty: GgmlType,
+    (name, stages): (&'static str, usize),
+    rows: usize,
+    tiles: usize,
+) -> Result<(CudaFunction, LaunchConfig)> {
+    let f = be.func(Family::Quant, name)?;
+    let bytes = wide_smem(ty, MMQ_BN, stages);
+    be.smem.allow(be, op, &f, name, bytes)?;
+    let grid = LaunchConfig {
+        shared_mem_bytes: bytes as u32,
+        ..mmq_grid(rows, tiles, MMQ_WIDE_BM)
+    };
+    Ok((f, grid))
 }
 
 /// One `mmq_*` block of `bm` rows (2 · `bm` threads) per token tile (tiles past the grid's
@@ -1321,6 +1363,9 @@ fn mul_mat_id_with(
             Some(_) => mmq_places(w.ty, rows, pairs, slices),
             None => MV_TOK,
         };
+        // The `_fit` kernels take tiles of up to 32 pairs where 16 places would run.
+        let fit = mmq.and_then(|_| mmq_fit(w.ty, tile));
+        let tile = if fit.is_some() { MMQ_BN } else { tile };
         let tile_i = tile as i32;
         be.fork.main_only(OP)?;
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
@@ -1346,9 +1391,14 @@ fn mul_mat_id_with(
         // past the last slice (y holds pairs × rows, checked above); shared memory holds one
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
-        let (f, grid) = match mmq {
-            Some(m) => mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile), tile)?,
-            None => (
+        let (f, grid) = match (mmq, fit) {
+            (Some(_), Some(fit)) => {
+                mmq_fit_launch(be, OP, w.ty, fit, rows, max_tiles(pairs, slices, tile))?
+            }
+            (Some(m), None) => {
+                mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile), tile)?
+            }
+            (None, _) => (
                 be.func(Family::Quant, k.matvec)?,
                 mv_grid(rows, max_tiles(pairs, slices, tile), ks),
             ),
@@ -1581,6 +1631,22 @@ mod tests {
             );
         }
         assert!(src.contains("__launch_bounds__(256, 2) NAME(MMQ_ARGS)"));
+        for &(ty, stages, name) in &MMQ_FIT {
+            let t = ty.name().to_lowercase();
+            let line = if ty == GgmlType::Q6_K {
+                format!("\nMMQ_FIT({name}, MMQ_Q6K_PASS(16, {stages}, 1), MMQ_Q6K_PASS(32, {stages}, 2))\n")
+            } else {
+                format!("\nMMQ_FIT({name}, MMQ_K4_PASS(W_{t}, 16, {stages}, 1), MMQ_K4_PASS(W_{t}, 32, {stages}, 2))\n")
+            };
+            assert!(src.contains(&line), "{line}");
+            let bytes = wide_smem(ty, MMQ_BN, stages);
+            assert!(
+                2 * (bytes + 1024 + 2 * 48 * 4) <= 228 * 1024,
+                "{name}: {bytes}"
+            );
+            assert_eq!(mmq_fit(ty, 16), Some((name, stages)));
+            assert_eq!(mmq_fit(ty, 32), None);
+        }
         assert!(src.contains("(S) * (128 * Q6K_ROW + (BN) * MMQ_AS)"));
         for (ty, places) in [
             (GgmlType::Q4_K, 16),
