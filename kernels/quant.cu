@@ -2347,6 +2347,22 @@ __device__ __forceinline__ void min_fragment(u32 (&m)[4], u32 mn0, u32 mn1, u32 
         : "r"(mn0), "r"(mn1), "r"(sel));
 }
 
+// The start of step b of an S-buffer pipelined MMQ tile (mmq_k4, mmq_q6k_wide): at b = 0
+// the copies of steps 0 .. S − 2 are issued; then step b's are awaited (issue commits one group
+// a step, empty past the last, so all but the newest S − 2 groups means step b's), and step
+// b + S − 1's are issued into the buffer step b − 1 read.
+template <int S, class Issue>
+__device__ __forceinline__ void mmq_pipeline(int b, Issue issue) {
+    if (b == 0) {
+        __syncthreads();  // x_row is written; the previous tile's readers are done
+#pragma unroll
+        for (int k = 0; k < S - 1; ++k) issue(k);
+    }
+    cp_async_wait<S - 2>();
+    __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
+    issue(b + S - 1);
+}
+
 // Q4_K and Q5_K against Q8_K: a step is one block; an MMA per 32-element sub-block for
 // Σ scale·(q·a) and one for Σ min·(Σ a), whose weights are the row's min in every place
 // (accumulated in the MMA: the same exact integer as Σ min·bsum), q4k_block_value of the two.
@@ -2413,14 +2429,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[NJ][4]) {
-        if (b == 0) {
-            __syncthreads();  // x_row is written; the previous tile's readers are done
-#pragma unroll
-            for (int k = 0; k < S - 1; ++k) issue(wt, k, xr);
-        }
-        cp_async_wait<S - 2>();
-        __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
-        issue(wt, b + S - 1, xr);
+        mmq_pipeline<S>(b, [&](int k) { issue(wt, k, xr); });
         const u8* x0 = raw2[b % S] + r0 * W::TS;
         const u8* x1 = raw2[b % S] + r1 * W::TS;
         const u8* as = as2[b % S];
@@ -2562,14 +2571,7 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
         cp_async_commit();
     };
     auto step = [&](const u8* wt, int b, const int* xr, float (&v)[NJ][4]) {
-        if (b == 0) {
-            __syncthreads();  // x_row is written; the previous tile's readers are done
-#pragma unroll
-            for (int k = 0; k < S - 1; ++k) issue(wt, k, xr);
-        }
-        cp_async_wait<S - 2>();
-        __syncthreads();  // step b's copies are visible; step b - 1's readers are done with its buffers
-        issue(wt, b + S - 1, xr);
+        mmq_pipeline<S>(b, [&](int k) { issue(wt, k, xr); });
         const u8* x0 = raw[b % S] + r0 * Q6K_ROW + (int)(block_at(wt, r0, b) & 15);
         const u8* x1 = raw[b % S] + r1 * Q6K_ROW + (int)(block_at(wt, r1, b) & 15);
         const u8* as = as2[b % S];
