@@ -2372,12 +2372,10 @@ __device__ __forceinline__ void mmq_pipeline(int b, Issue issue) {
 // offset). The scales and mins of a row are four words from its 12 scale bytes. No staging
 // pass: Nsight (call AH) had it at a third of a step's instructions and most of its
 // scoreboard stalls, and it cost two of the step's three barriers. Software-pipelined over S
-// buffers of each: steps b + 1 .. b + S − 1's weight and activation blocks are copied
-// asynchronously while step b's MMAs run, one barrier a step. S = 2 keeps one step in flight,
-// ~23 KB a block for the 16-place expert tiles: with two blocks a multiprocessor that is ~47 KB
-// in flight, under what HBM's latency asks for at full bandwidth, so the expert products of a
-// prefill get deeper pipelines (`*_s3`, `*_s4`). BM rows a block, 2 · BM threads (a warp's 16 rows × 32
-// tokens either way): 64, or 128 (`mmq_*_wide`), which reads each step's activations for
+// buffers of each (mmq_pipeline): steps b + 1 .. b + S − 1's weight and activation blocks are
+// copied asynchronously while step b's MMAs run, one barrier a step (`*_s3`, `*_s4`: call AQ
+// had 3 buffers 0.3-1.0% faster than 2 in a prefill, 4 no faster). BM rows a block, 2 · BM
+// threads (a warp's 16 rows × 32 tokens either way): 64, or 128 (`mmq_*_wide`), which reads each step's activations for
 // twice the rows (half the activation bytes an output; Nsight, call AH: L2's lookups at 74%).
 // The buffers are MMQ_K4_SMEM(BM, BN, TS, S) bytes of shared memory: static up to 48 KiB,
 // else dynamic (128 rows of 32 tokens, and every S > 2).
@@ -2410,8 +2408,7 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
     // weight row (pieces c ≡ tid mod 2 of its block b), 2 · BM / 32 a token (pieces c ≡ tid
     // mod that of the first MMQ_AS bytes of its Q8_K block b), so each thread forms one
-    // address a step. Every call commits a group, empty past the last step, so that waiting
-    // for all but the newest S − 2 groups always means step b's.
+    // address a step; a group a call, empty past the last step (mmq_pipeline).
     constexpr int TPT = 2 * BM / BN, NJ = BN / 8;
     static_assert(TPT * BN == 2 * BM && (BM == 64 || BM == 128) && (BN == 16 || BN == 32),
                   "mmq_k4's copies: 2 · BM threads, 16 or 32 tokens");
@@ -2553,7 +2550,7 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
         return (size_t)(wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210);
     };
     // Two threads a row (pieces c ≡ tid mod 2; the last stops at the block's end), TPT a
-    // token; every call commits a group (empty past the last step), as in mmq_k4.
+    // token; a group a call, empty past the last step (mmq_pipeline).
     auto issue = [&](const u8* wt, int b, const int* xr) {
         if (b < nblocks) {
             const int r = tid >> 1, c0 = tid & 1;

@@ -986,43 +986,31 @@ fn mmq_launch(
     places: usize,
 ) -> Result<(CudaFunction, LaunchConfig)> {
     match mmq_wide(ty, places, mmq_stages()).filter(|_| wide_applies(ty, rows)) {
-        Some((wide, stages)) => {
-            let f = be.func(Family::Quant, wide)?;
-            let bytes = wide_smem(ty, places, stages);
-            // Q6_K's kernels declare only dynamic shared memory.
-            let dynamic = if bytes > 48 * 1024 || ty == GgmlType::Q6_K {
-                bytes
-            } else {
-                0
-            };
-            if dynamic > 0 {
-                be.smem.allow(be, op, &f, wide, dynamic)?;
-            }
-            let grid = LaunchConfig {
-                shared_mem_bytes: dynamic as u32,
-                ..mmq_grid(rows, tiles, MMQ_WIDE_BM)
-            };
-            Ok((f, grid))
-        }
+        Some(wide) => wide_launch(be, op, ty, wide, places, rows, tiles),
         None => Ok((be.func(Family::Quant, name)?, mmq_grid(rows, tiles, MMQ_BM))),
     }
 }
 
-/// The function and launch of `_fit` kernel `name` (`stages` buffers) over `rows` rows and
-/// `tiles` tiles of up to [`MMQ_BN`] pairs: the 32-place pass's shared memory.
-fn mmq_fit_launch(
+/// The function and launch of a 128-row kernel `name` with `stages` buffers of `places`
+/// token places ([`mmq_wide`]'s, or a `_fit` kernel's with its 32-place pass's places): its
+/// buffers are dynamic shared memory past 48 KiB (every Q6_K one), static up to that.
+fn wide_launch(
     be: &CudaBackend,
     op: &'static str,
     ty: GgmlType,
     (name, stages): (&'static str, usize),
+    places: usize,
     rows: usize,
     tiles: usize,
 ) -> Result<(CudaFunction, LaunchConfig)> {
     let f = be.func(Family::Quant, name)?;
-    let bytes = wide_smem(ty, MMQ_BN, stages);
-    be.smem.allow(be, op, &f, name, bytes)?;
+    let bytes = wide_smem(ty, places, stages);
+    let dynamic = if bytes > 48 * 1024 { bytes } else { 0 };
+    if dynamic > 0 {
+        be.smem.allow(be, op, &f, name, dynamic)?;
+    }
     let grid = LaunchConfig {
-        shared_mem_bytes: bytes as u32,
+        shared_mem_bytes: dynamic as u32,
         ..mmq_grid(rows, tiles, MMQ_WIDE_BM)
     };
     Ok((f, grid))
@@ -1392,9 +1380,15 @@ fn mul_mat_id_with(
         // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
         unsafe { b.launch(cfg) }.map_err(dev(OP))?;
         let (f, grid) = match (mmq, fit) {
-            (Some(_), Some(fit)) => {
-                mmq_fit_launch(be, OP, w.ty, fit, rows, max_tiles(pairs, slices, tile))?
-            }
+            (Some(_), Some(fit)) => wide_launch(
+                be,
+                OP,
+                w.ty,
+                fit,
+                tile,
+                rows,
+                max_tiles(pairs, slices, tile),
+            )?,
             (Some(m), None) => {
                 mmq_launch(be, OP, w.ty, m, rows, max_tiles(pairs, slices, tile), tile)?
             }
@@ -1623,8 +1617,10 @@ mod tests {
                 format!("\nMMQ_K4({name}, W_{t}, {MMQ_WIDE_BM}, {places}, {stages})\n")
             };
             assert!(src.contains(&line), "{line}");
-            // Two blocks a multiprocessor (228 KiB, 1 KiB of it reserved a block).
+            // Two blocks a multiprocessor (228 KiB, 1 KiB of it reserved a block); Q6_K's
+            // kernels declare only dynamic shared memory, which wide_launch gives past 48 KiB.
             let bytes = wide_smem(ty, places, stages);
+            assert!(ty != GgmlType::Q6_K || bytes > 48 * 1024, "{name}: {bytes}");
             assert!(
                 2 * (bytes + 1024 + 2 * places * 4) <= 228 * 1024,
                 "{name}: {bytes}"
@@ -1639,7 +1635,12 @@ mod tests {
                 format!("\nMMQ_FIT({name}, MMQ_K4_PASS(W_{t}, 16, {stages}, 1), MMQ_K4_PASS(W_{t}, 32, {stages}, 2))\n")
             };
             assert!(src.contains(&line), "{line}");
+            // Both passes' buffers are dynamic: the 32-place pass's are the larger.
             let bytes = wide_smem(ty, MMQ_BN, stages);
+            assert!(
+                wide_smem(ty, 16, stages) < bytes && bytes > 48 * 1024,
+                "{name}: {bytes}"
+            );
             assert!(
                 2 * (bytes + 1024 + 2 * 48 * 4) <= 228 * 1024,
                 "{name}: {bytes}"
