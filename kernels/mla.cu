@@ -851,3 +851,244 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
 
 MLA_MMA_KERNEL(mla_attention_mma64, f16, CACHE_F16)
 MLA_MMA_KERNEL(mla_attention_mma64, bf16, CACHE_BF16)
+
+// ---- 64 heads × 64 keys a block, for prompts ---------------------------------------------
+// mla_attention_mma64's arithmetic (the query and P rounded to the cache's type, f32 sums) with
+// all of a token's heads (up to MLA_H64) in one block, so each key row a prompt's token reads is
+// copied into shared memory once rather than once a 16-head group: 8 warps, warp w the rows
+// (heads) 16·(w % 4).. and half w / 4 of the keys (scores) and of dv (output). The two halves of
+// a row agree on its running maximum through shared memory and keep their own sums, added at the
+// end. Fragments come by ldmatrix (V transposed on the way). One block a multiprocessor (its
+// ~158 KiB of shared memory), so the host plans one block an SM, not mla_attention's four.
+// Needs dk % 16 == 0, dk ≤ MLA_MMA_DKMAX, dv % 128 == 0, dv ≤ 512, G ≤ MLA_H64; MLA_THREADS.
+// Shared (bytes): 2·(MLA_H64 + MLA_KT64)·(dk + 8) + 2·MLA_H64·MLA_PST + 4·8·MLA_H64 + 8·MLA_KT64.
+#define MLA_H64 64
+
+// Four 8 × 8 matrices of 16-bit values from shared memory, row addresses from lanes 8i..8i + 7
+// for matrix i; .trans delivers each transposed (a lane gets rows 2t, 2t + 1 of column g).
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], const u16* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((u32)__cvta_generic_to_shared(p)));
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], const u16* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((u32)__cvta_generic_to_shared(p)));
+#else
+    __trap();
+#endif
+}
+
+template <int TY>
+__device__ __forceinline__ void mla_attention_mma64x64(const float* q, const float* q_pe, long long pe_off,
+                                                       long long pe_stride, int parts, const u8* kdata,
+                                                       long long krows, const u32* positions, const u32* tables,
+                                                       long long n_table, const u32* token_seq, int max_blocks,
+                                                       int block_size, const u32* sel, int has_sel, int n_sel,
+                                                       int n_heads, int dk, int dv, int n_kv, float scale, int G,
+                                                       int n_groups, int chunk, int splits, float* out,
+                                                       float* part) {
+    static_assert(MLA_THREADS == 256 && MLA_H64 == 64 && MLA_KT64 == 64, "8 warps: 4 row tiles × 2 halves");
+    extern __shared__ __align__(16) u8 hx_sm[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+    const int mt = warp & 3, hf = warp >> 2;
+    const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
+    const int h0 = grp * G, hg = min(G, n_heads - h0), split = blockIdx.y;
+    const int st = dk + 8;
+    u16* qh = (u16*)hx_sm;                                 // MLA_H64 × st
+    u16* kh = qh + MLA_H64 * st;                           // MLA_KT64 × st
+    u16* ph = kh + MLA_KT64 * st;                          // MLA_H64 × MLA_PST: the tile's P
+    float* rmax = (float*)(ph + MLA_H64 * MLA_PST);        // 2 halves × MLA_H64
+    float* rsum = rmax + 2 * MLA_H64;                      // 2 halves × MLA_H64
+    float* hs = rsum + 2 * MLA_H64;                        // MLA_H64
+    float* qscr = hs + MLA_H64;                            // 3 × MLA_H64 (mla_mma_query's m, l, c)
+    long long* rows = (long long*)(qscr + 3 * MLA_H64);    // MLA_KT64
+
+    const long long pos = positions[tok];
+    const MlaRange kr = mla_range(pos, n_kv, has_sel, n_sel, split, chunk);
+    const bool use_sel = kr.use_sel;
+    const long long k_begin = kr.k_begin, k_end = kr.k_end;
+    if (splits > 1 && k_begin >= kr.L) {
+        mla_empty_split(part, G, dv, splits, split, hg);
+        return;
+    }
+#pragma unroll 1
+    for (int i = 0; i < MLA_H64 / 16; ++i)
+        mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0 + 16 * i, min(16, max(0, hg - 16 * i)),
+                          dk, dv, scale, st, qh + 16 * i * st, hs + 16 * i, qscr + 16 * i, qscr + MLA_H64 + 16 * i,
+                          qscr + 2 * MLA_H64 + 16 * i);
+    // Output: dims [hf·dv/2, (hf + 1)·dv/2) in nj chunks of 64 (8 n-tiles each); lane (g4, t4)
+    // holds rows ra = 16·mt + g4 and rb = ra + 8 at dims n0 + 2·t4, + 1 of each n-tile.
+    const int nj = dv >> 7, dhalf = hf * (dv >> 1);
+    const int ra = 16 * mt + g4, rb = ra + 8;
+    const bool oka = ra < hg, okb = rb < hg;
+    float acc[4][8][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][i][e] = 0.0f;
+    // Running maxima (both halves of a row hold the same) and this half's running sums.
+    float m_a = NEG_INF, m_b = NEG_INF, l_a = 0.0f, l_b = 0.0f;
+    // ldmatrix row addresses: A tiles (16 rows × 16 columns) take rows lane % 8 + 8·(lane / 8 % 2)
+    // at columns 8·(lane / 16); the keys' B tiles (two n-tiles of 8 keys × 16 dims) keys
+    // lane % 8 + 8·(lane / 16) at dims 8·(lane / 8 % 2); V (transposed) keys lane % 8 + 8·(lane /
+    // 8 % 2) at dims 8·(lane / 16).
+    const int lr = lane & 7, l1 = (lane >> 3) & 1, l2 = lane >> 4;
+    const u16* qa = qh + (16 * mt + lr + 8 * l1) * st + 8 * l2;
+    const u16* kb_lds = kh + (32 * hf + lr + 8 * l2) * st + 8 * l1;
+    const u16* pa = ph + (16 * mt + lr + 8 * l1) * MLA_PST + 8 * l2;
+    const u16* va = kh + (lr + 8 * l1) * st + dhalf + 8 * l2;
+    const int cpr = dk / 8;  // 16-byte chunks a key row
+    for (long long kb = k_begin; kb < k_end; kb += MLA_KT64) {
+        const int nt = (int)min((long long)MLA_KT64, k_end - kb);
+        if (tid < MLA_KT64) {
+            long long r = -1;
+            if (tid < nt)
+                r = mla_key_row(kb + tid, use_sel, sel, n_sel, tok, pos, tables, n_table, token_seq, max_blocks,
+                                block_size, krows);
+            rows[tid] = r;
+        }
+        __syncthreads();
+        // Key rows (zeros for masked and missing ones): every copy of the tile in flight at once.
+        for (int e = tid; e < MLA_KT64 * cpr; e += MLA_THREADS) {
+            const int kk = e / cpr, c = e - kk * cpr;
+            u16* dst = kh + kk * st + c * 8;
+            const long long r = rows[kk];
+            if (r >= 0)
+                cp_async16(dst, kdata + (r * dk + (long long)c * 8) * 2);
+            else
+                *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads();
+        // Scores of rows 16·mt.. with keys 32·hf + 8·n.. (n < 4), over all of dk.
+        float s[4][4];
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+        for (int k0 = 0; k0 < dk; k0 += 16) {
+            u32 a[4], b01[4], b23[4];
+            ldsm_x4(a, qa + k0);
+            ldsm_x4(b01, kb_lds + k0);
+            ldsm_x4(b23, kb_lds + 16 * st + k0);
+            mma_m16n8k16<TY>(s[0], a, b01[0], b01[1]);
+            mma_m16n8k16<TY>(s[1], a, b01[2], b01[3]);
+            mma_m16n8k16<TY>(s[2], a, b23[0], b23[1]);
+            mma_m16n8k16<TY>(s[3], a, b23[2], b23[3]);
+        }
+        const float hsa = hs[ra], hsb = hs[rb];
+        float mxa = NEG_INF, mxb = NEG_INF;
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int kk = 32 * hf + 8 * n + 2 * t4 + e;
+                const bool ok = kk < nt && rows[kk] >= 0;
+                s[n][e] = ok && oka ? s[n][e] * hsa : NEG_INF;
+                s[n][2 + e] = ok && okb ? s[n][2 + e] * hsb : NEG_INF;
+                mxa = fmaxf(mxa, s[n][e]);
+                mxb = fmaxf(mxb, s[n][2 + e]);
+            }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, o));
+            mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, o));
+        }
+        if (t4 == 0) {
+            rmax[hf * MLA_H64 + ra] = mxa;
+            rmax[hf * MLA_H64 + rb] = mxb;
+        }
+        __syncthreads();
+        // The tile's row maxima (both halves read the same two values), the new running maxima,
+        // this tile's weights into P and the factor on what came before.
+        const float mna = fmaxf(m_a, fmaxf(rmax[ra], rmax[MLA_H64 + ra]));
+        const float mnb = fmaxf(m_b, fmaxf(rmax[rb], rmax[MLA_H64 + rb]));
+        const float ca = m_a == NEG_INF ? 0.0f : expf(m_a - mna), cb = m_b == NEG_INF ? 0.0f : expf(m_b - mnb);
+        float suma = 0.0f, sumb = 0.0f;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                p[e] = s[n][e] != NEG_INF ? expf(s[n][e] - mna) : 0.0f;
+                p[2 + e] = s[n][2 + e] != NEG_INF ? expf(s[n][2 + e] - mnb) : 0.0f;
+            }
+            const int kk = 32 * hf + 8 * n + 2 * t4;
+            *(u32*)(ph + ra * MLA_PST + kk) = mla_pack2<TY>(p[0], p[1]);
+            *(u32*)(ph + rb * MLA_PST + kk) = mla_pack2<TY>(p[2], p[3]);
+            suma += p[0] + p[1];
+            sumb += p[2] + p[3];
+        }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            suma += __shfl_xor_sync(0xffffffffu, suma, o);
+            sumb += __shfl_xor_sync(0xffffffffu, sumb, o);
+        }
+        l_a = l_a * ca + suma;
+        l_b = l_b * cb + sumb;
+        m_a = mna;
+        m_b = mnb;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (j < nj) mla_mma_rescale(acc[j], 8, ca, cb);
+        __syncthreads();
+        // P·V: A = P (rows 16·mt.., 16 keys a step), B = V (16 keys × 16 dims a transposed load).
+        for (int k0 = 0; k0 < nt; k0 += 16) {
+            u32 a[4];
+            ldsm_x4(a, pa + k0);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (j < nj)
+#pragma unroll
+                    for (int i2 = 0; i2 < 4; ++i2) {
+                        u32 b[4];
+                        ldsm_x4_t(b, va + k0 * st + 64 * j + 16 * i2);
+                        mma_m16n8k16<TY>(acc[j][2 * i2], a, b[0], b[1]);
+                        mma_m16n8k16<TY>(acc[j][2 * i2 + 1], a, b[2], b[3]);
+                    }
+        }
+        __syncthreads();
+    }
+    // Each row's sum: the two halves' added.
+    if (t4 == 0) {
+        rsum[hf * MLA_H64 + ra] = l_a;
+        rsum[hf * MLA_H64 + rb] = l_b;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int g = hh ? rb : ra;
+        if (g >= hg) continue;
+        const float l = rsum[g] + rsum[MLA_H64 + g];
+        const float inv = splits == 1 ? (l > 0.0f ? 1.0f / l : 0.0f) : 1.0f;
+        float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
+                                 : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (j < nj)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const int d = dhalf + 64 * j + 8 * i + 2 * t4;
+                    dst[d] = acc[j][i][2 * hh] * inv;
+                    dst[d + 1] = acc[j][i][2 * hh + 1] * inv;
+                }
+        if (splits > 1 && hf == 0 && t4 == 0) {
+            float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
+            ml[2 * g] = hh ? m_b : m_a;
+            ml[2 * g + 1] = l;
+        }
+    }
+}
+
+MLA_MMA_KERNEL(mla_attention_mma64x64, f16, CACHE_F16)
+MLA_MMA_KERNEL(mla_attention_mma64x64, bf16, CACHE_BF16)

@@ -487,6 +487,36 @@ fn mla_mma64_smem(dk: usize) -> usize {
     2 * (16 + MLA_KT64) * (dk + 8) + 2 * 16 * MLA_PST + 4 * (2 * 8 * 16 + 4 * 16) + 8 * MLA_KT64
 }
 
+/// Heads a block of `mla_attention_mma64x64_*` (kernels/mla.cu MLA_H64).
+const MLA_H64: usize = 64;
+
+/// Shared memory of `mla_attention_mma64x64_*` (kernels/mla.cu): MLA_H64 query rows and
+/// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, MLA_KT64
+/// i64 rows. The same for any number of heads up to MLA_H64.
+fn mla_mma64x64_smem(_g: usize, dk: usize) -> usize {
+    2 * (MLA_H64 + MLA_KT64) * (dk + 8) + 2 * MLA_H64 * MLA_PST + 4 * 8 * MLA_H64 + 8 * MLA_KT64
+}
+
+/// Whether a step of `n_tokens` runs the tensor-core attention with all of a token's heads in
+/// one block (`mla_attention_mma64x64_*`), so a prompt's tokens copy each key row once rather
+/// than once a 16-head group: steps of [`TILE64_ALL_TOKENS`] tokens or more, as the 64-key
+/// tiles (a decode step's one token has too few blocks for a grid of them);
+/// `GLINT_CUDA_MLA_H64=all` every list (the conformance suite's cases), `=0` never.
+fn mla_h64(n_tokens: usize) -> bool {
+    static KNOB: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let knob = *KNOB.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_H64").as_deref() {
+        Ok("0") => Some(false),
+        Ok("all") => Some(true),
+        _ => None,
+    });
+    h64_on(knob, n_tokens)
+}
+
+/// [`mla_h64`] given the knob (None: unset).
+fn h64_on(knob: Option<bool>, n_tokens: usize) -> bool {
+    knob.unwrap_or(n_tokens >= TILE64_ALL_TOKENS)
+}
+
 /// The key lists from which the tensor-core attention runs on 64-key tiles in a step of
 /// `n_tokens`: from 1,024 keys by default (at 2,048 selected keys on an H100, `mla_attention` +
 /// `mla_combine` 22.9 µs against 29.6 for the 16-key tiles, docs/performance.md), and every
@@ -573,10 +603,30 @@ fn plan_with(
             ),
         });
     }
-    let n_groups = h.div_ceil(g_max);
-    let g = h.div_ceil(n_groups);
+    Ok(plan_groups(
+        p,
+        l_max,
+        g_max,
+        min_keys,
+        target_blocks(lim),
+        mla_smem,
+    ))
+}
+
+/// Heads of at most `g_max` a block in even groups, and the key list split until the grid
+/// reaches `target` blocks (splits of at least `min_keys`, as many as mla_combine's shared
+/// memory takes); `smem` gives a block's shared memory from its heads and dk.
+fn plan_groups(
+    p: &AttnParams,
+    l_max: usize,
+    g_max: usize,
+    min_keys: usize,
+    target: usize,
+    smem: fn(usize, usize) -> usize,
+) -> MlaPlan {
+    let n_groups = p.n_heads.div_ceil(g_max);
+    let g = p.n_heads.div_ceil(n_groups);
     let blocks = p.n_tokens * n_groups;
-    let target = target_blocks(lim);
     let mut splits = if blocks >= target {
         1
     } else {
@@ -588,13 +638,13 @@ fn plan_with(
     };
     let chunk = l_max.div_ceil(splits).max(1);
     splits = l_max.div_ceil(chunk).max(1);
-    Ok(MlaPlan {
+    MlaPlan {
         g,
         n_groups,
         splits,
         chunk,
-        smem: mla_smem(g, dk),
-    })
+        smem: smem(g, p.dk),
+    }
 }
 
 /// The query's rope part where `mla_attention` reads the query in two parts
@@ -672,14 +722,32 @@ pub(crate) fn mla_attention(
     }
     .max(1);
     let tile64 = mma && mla_tile64_from(p.n_tokens).is_some_and(|from| l_max >= from);
+    let h64 = mma
+        && dv.is_multiple_of(128)
+        && mla_h64(p.n_tokens)
+        && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
+        && mla_mma64x64_smem(MLA_H64, dk) <= lim.smem_optin;
     let name = match cache.ty {
+        CacheType::F16 if h64 => "mla_attention_mma64x64_f16",
+        _ if h64 => "mla_attention_mma64x64_bf16",
         CacheType::F16 if tile64 => "mla_attention_mma64_f16",
         _ if tile64 => "mla_attention_mma64_bf16",
         CacheType::F16 if mma => "mla_attention_mma_f16",
         _ if mma => "mla_attention_mma_bf16",
         _ => "mla_attention",
     };
-    if tile64 {
+    if h64 {
+        // One block a multiprocessor fits (its shared memory), so the splits aim at one an SM.
+        let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").unwrap_or(MLA_KT64);
+        plan = plan_groups(
+            p,
+            l_max,
+            h.min(MLA_H64),
+            keys,
+            lim.sm_count,
+            mla_mma64x64_smem,
+        );
+    } else if tile64 {
         // Splits of at least one tile, unless the plan's knob says otherwise.
         if mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").is_none() {
             let heads = mla_knob("GLINT_CUDA_MLA_HEADS").unwrap_or(usize::MAX);
@@ -804,6 +872,39 @@ mod tests {
         assert_eq!(tile64_from(Some(Some(0)), 1), Some(0));
     }
 
+    /// All heads a block from a prompt's step size (the 64-key tiles' threshold);
+    /// `GLINT_CUDA_MLA_H64` (`0`, `all`) overrides it.
+    #[test]
+    fn heads64_by_step_size() {
+        assert!(!h64_on(None, 1));
+        assert!(!h64_on(None, 63));
+        assert!(h64_on(None, 64));
+        assert!(h64_on(Some(true), 1));
+        assert!(!h64_on(Some(false), 512));
+    }
+
+    /// GLM-5's rows (dk 576) in one block of 64 heads: 161,280 bytes, within a Hopper (227 KiB)
+    /// or A100 (163 KiB) block's opt-in shared memory; the plan gives a token's 64 heads one
+    /// group and a 512-token prompt one split.
+    #[test]
+    fn heads64_plan_for_glm5() {
+        assert_eq!(mla_mma64x64_smem(64, 576), 161_280);
+        let p = AttnParams {
+            n_tokens: 512,
+            n_heads: 64,
+            dk: 576,
+            dv: 512,
+            n_kv: 512,
+            n_selected: 0,
+            scale: 1.0,
+        };
+        let plan = plan_groups(&p, 512, 64, MLA_KT64, 132, mla_mma64x64_smem);
+        assert_eq!((plan.g, plan.n_groups, plan.splits), (64, 1, 1));
+        let one = AttnParams { n_tokens: 1, ..p };
+        let plan = plan_groups(&one, 2048, 64, MLA_KT64, 132, mla_mma64x64_smem);
+        assert_eq!((plan.g, plan.splits, plan.chunk), (64, 32, 64));
+    }
+
     /// The shapes the host plans grids and shared memory with are the kernels' own: a block of
     /// keys or threads that differs between the two is a silent out-of-bounds or missed key.
     #[test]
@@ -814,6 +915,7 @@ mod tests {
             ("MLA_KT", MLA_KT),
             ("MLA_MMA_DKMAX", MLA_MMA_DKMAX),
             ("MLA_KT64", MLA_KT64),
+            ("MLA_H64", MLA_H64),
         ] {
             assert_eq!(Family::Mla.define(name), host, "kernels/mla.cu {name}");
         }
