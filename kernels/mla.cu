@@ -861,7 +861,8 @@ MLA_MMA_KERNEL(mla_attention_mma64, bf16, CACHE_BF16)
 // end. Fragments come by ldmatrix (V transposed on the way). One block a multiprocessor (its
 // ~158 KiB of shared memory), so the host plans one block an SM, not mla_attention's four.
 // Needs dk % 16 == 0, dk ≤ MLA_MMA_DKMAX, dv % 128 == 0, dv ≤ 512, G ≤ MLA_H64; MLA_THREADS.
-// Shared (bytes): 2·(MLA_H64 + MLA_KT64)·(dk + 8) + 2·MLA_H64·MLA_PST + 4·8·MLA_H64 + 8·MLA_KT64.
+// Shared (bytes): 2·(MLA_H64 + MLA_KT64)·(dk + 8) + 2·MLA_H64·MLA_PST + 4·8·MLA_H64 + 16·MLA_KT64
+// (this tile's pool rows and the next's).
 #define MLA_H64 64
 
 // Four 8 × 8 matrices of 16-bit values from shared memory, row addresses from lanes 8i..8i + 7
@@ -908,7 +909,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     float* rsum = rmax + 2 * MLA_H64;                      // 2 halves × MLA_H64
     float* hs = rsum + 2 * MLA_H64;                        // MLA_H64
     float* qscr = hs + MLA_H64;                            // 3 × MLA_H64 (mla_mma_query's m, l, c)
-    long long* rows = (long long*)(qscr + 3 * MLA_H64);    // MLA_KT64
+    long long* rows = (long long*)(qscr + 3 * MLA_H64);    // 2 × MLA_KT64: this tile's, the next's
 
     const long long pos = positions[tok];
     const MlaRange kr = mla_range(pos, n_kv, has_sel, n_sel, split, chunk);
@@ -918,7 +919,14 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
         mla_empty_split(part, G, dv, splits, split, hg);
         return;
     }
-#pragma unroll 1
+    // The first tile's pool rows (threads past the query's warps' first 64 would idle anyway).
+    if (tid < MLA_KT64) {
+        const long long nt0 = min((long long)MLA_KT64, k_end - k_begin);
+        rows[tid] = tid < nt0 ? mla_key_row(k_begin + tid, use_sel, sel, n_sel, tok, pos, tables, n_table,
+                                            token_seq, max_blocks, block_size, krows)
+                              : -1;
+    }
+#pragma unroll
     for (int i = 0; i < MLA_H64 / 16; ++i)
         mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0 + 16 * i, min(16, max(0, hg - 16 * i)),
                           dk, dv, scale, st, qh + 16 * i * st, hs + 16 * i, qscr + 16 * i, qscr + MLA_H64 + 16 * i,
@@ -947,44 +955,71 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     const u16* pa = ph + (16 * mt + lr + 8 * l1) * MLA_PST + 8 * l2;
     const u16* va = kh + (lr + 8 * l1) * st + dhalf + 8 * l2;
     const int cpr = dk / 8;  // 16-byte chunks a key row
-    for (long long kb = k_begin; kb < k_end; kb += MLA_KT64) {
+    int cur = 0;
+    for (long long kb = k_begin; kb < k_end; kb += MLA_KT64, cur ^= 1) {
         const int nt = (int)min((long long)MLA_KT64, k_end - kb);
-        if (tid < MLA_KT64) {
-            long long r = -1;
-            if (tid < nt)
-                r = mla_key_row(kb + tid, use_sel, sel, n_sel, tok, pos, tables, n_table, token_seq, max_blocks,
-                                block_size, krows);
-            rows[tid] = r;
-        }
+        const long long* trow = rows + cur * MLA_KT64;
         __syncthreads();
-        // Key rows (zeros for masked and missing ones): every copy of the tile in flight at once.
-        for (int e = tid; e < MLA_KT64 * cpr; e += MLA_THREADS) {
-            const int kk = e / cpr, c = e - kk * cpr;
-            u16* dst = kh + kk * st + c * 8;
-            const long long r = rows[kk];
-            if (r >= 0)
-                cp_async16(dst, kdata + (r * dk + (long long)c * 8) * 2);
-            else
-                *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);
+        // Key rows (zeros for masked and missing ones): every copy of the tile in flight at once,
+        // warp w rows w, w + 8, ..., its lanes the row's 16-byte chunks.
+#pragma unroll
+        for (int i = 0; i < MLA_KT64 / 8; ++i) {
+            const int kk = warp + 8 * i;
+            const long long r = trow[kk];
+#pragma unroll
+            for (int j = 0; j < (MLA_MMA_DKMAX / 8 + 31) / 32; ++j) {
+                const int c = lane + 32 * j;
+                if (c < cpr) {
+                    u16* dst = kh + kk * st + c * 8;
+                    if (r >= 0)
+                        cp_async16(dst, kdata + (r * dk + (long long)c * 8) * 2);
+                    else
+                        *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
         }
         cp_async_commit();
+        // The next tile's pool rows while the copies fly (the slot was last read before the
+        // barrier above).
+        if (tid >= MLA_KT64 && tid < 2 * MLA_KT64 && kb + MLA_KT64 < k_end) {
+            const int t = tid - MLA_KT64;
+            const long long kn = kb + MLA_KT64 + t;
+            rows[(cur ^ 1) * MLA_KT64 + t] = kn < k_end ? mla_key_row(kn, use_sel, sel, n_sel, tok, pos, tables,
+                                                                        n_table, token_seq, max_blocks,
+                                                                        block_size, krows)
+                                                        : -1;
+        }
         cp_async_wait_all();
         __syncthreads();
-        // Scores of rows 16·mt.. with keys 32·hf + 8·n.. (n < 4), over all of dk.
+        // Scores of rows 16·mt.. with keys 32·hf + 8·n.. (n < 4), over all of dk; the next
+        // step's fragments load while this step's products run.
         float s[4][4];
 #pragma unroll
         for (int n = 0; n < 4; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
-        for (int k0 = 0; k0 < dk; k0 += 16) {
+        {
             u32 a[4], b01[4], b23[4];
-            ldsm_x4(a, qa + k0);
-            ldsm_x4(b01, kb_lds + k0);
-            ldsm_x4(b23, kb_lds + 16 * st + k0);
-            mma_m16n8k16<TY>(s[0], a, b01[0], b01[1]);
-            mma_m16n8k16<TY>(s[1], a, b01[2], b01[3]);
-            mma_m16n8k16<TY>(s[2], a, b23[0], b23[1]);
-            mma_m16n8k16<TY>(s[3], a, b23[2], b23[3]);
+            ldsm_x4(a, qa);
+            ldsm_x4(b01, kb_lds);
+            ldsm_x4(b23, kb_lds + 16 * st);
+            for (int k0 = 0; k0 < dk; k0 += 16) {
+                u32 na[4], nb01[4], nb23[4];
+                const int kn = k0 + 16 < dk ? k0 + 16 : k0;
+                ldsm_x4(na, qa + kn);
+                ldsm_x4(nb01, kb_lds + kn);
+                ldsm_x4(nb23, kb_lds + 16 * st + kn);
+                mma_m16n8k16<TY>(s[0], a, b01[0], b01[1]);
+                mma_m16n8k16<TY>(s[1], a, b01[2], b01[3]);
+                mma_m16n8k16<TY>(s[2], a, b23[0], b23[1]);
+                mma_m16n8k16<TY>(s[3], a, b23[2], b23[3]);
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    a[u] = na[u];
+                    b01[u] = nb01[u];
+                    b23[u] = nb23[u];
+                }
+            }
         }
         const float hsa = hs[ra], hsb = hs[rb];
         float mxa = NEG_INF, mxb = NEG_INF;
@@ -993,7 +1028,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int kk = 32 * hf + 8 * n + 2 * t4 + e;
-                const bool ok = kk < nt && rows[kk] >= 0;
+                const bool ok = kk < nt && trow[kk] >= 0;
                 s[n][e] = ok && oka ? s[n][e] * hsa : NEG_INF;
                 s[n][2 + e] = ok && okb ? s[n][2 + e] * hsb : NEG_INF;
                 mxa = fmaxf(mxa, s[n][e]);
@@ -1057,7 +1092,6 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
                         mma_m16n8k16<TY>(acc[j][2 * i2 + 1], a, b[2], b[3]);
                     }
         }
-        __syncthreads();
     }
     // Each row's sum: the two halves' added.
     if (t4 == 0) {

@@ -9,7 +9,7 @@
 # ncu 2025.3.1). Runs on a GPU machine from a checkout holding device-bin/
 # (scripts/cuda-build.sh). Writes under $OUT: stalls.ncu-rep.xz (the report), details.txt
 # (every section of every launch), and per launch sass-*.csv (each instruction with its
-# executions and stall samples by reason).
+# executions and stall samples by reason). PROFILE_ARGS: more bench options (cache types, say).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-stalls}
@@ -18,7 +18,7 @@ G=device-bin/glint
 f=$(scripts/profile-file.sh)
 export GLINT_CUDA_GRAPHS=0 GLINT_NVRTC_LINEINFO=1 GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels-li}
 for k in kernels/*.cu kernels/*.cuh; do ln -sf "$k" .; done
-cmd=($G bench -m "$f" --device cuda -p "${PROMPT:-512}" -n 0 -r 1)
+cmd=($G bench -m "$f" --device cuda -p "${PROMPT:-512}" -n 0 -r 1 ${PROFILE_ARGS:-})
 RUST_LOG=warn "${cmd[@]}" >/dev/null 2>&1
 ncu --version > "$out/ncu-version.txt" 2>&1
 ncu --set full --import-source yes --clock-control none \

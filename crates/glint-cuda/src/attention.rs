@@ -491,10 +491,10 @@ fn mla_mma64_smem(dk: usize) -> usize {
 const MLA_H64: usize = 64;
 
 /// Shared memory of `mla_attention_mma64x64_*` (kernels/mla.cu): MLA_H64 query rows and
-/// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, MLA_KT64
-/// i64 rows. The same for any number of heads up to MLA_H64.
+/// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, two tiles'
+/// MLA_KT64 i64 pool rows. The same for any number of heads up to MLA_H64.
 fn mla_mma64x64_smem(_g: usize, dk: usize) -> usize {
-    2 * (MLA_H64 + MLA_KT64) * (dk + 8) + 2 * MLA_H64 * MLA_PST + 4 * 8 * MLA_H64 + 8 * MLA_KT64
+    2 * (MLA_H64 + MLA_KT64) * (dk + 8) + 2 * MLA_H64 * MLA_PST + 4 * 8 * MLA_H64 + 16 * MLA_KT64
 }
 
 /// Whether a step of `n_tokens` runs the tensor-core attention with all of a token's heads in
@@ -883,12 +883,12 @@ mod tests {
         assert!(!h64_on(Some(false), 512));
     }
 
-    /// GLM-5's rows (dk 576) in one block of 64 heads: 161,280 bytes, within a Hopper (227 KiB)
+    /// GLM-5's rows (dk 576) in one block of 64 heads: 161,792 bytes, within a Hopper (227 KiB)
     /// or A100 (163 KiB) block's opt-in shared memory; the plan gives a token's 64 heads one
     /// group and a 512-token prompt one split.
     #[test]
     fn heads64_plan_for_glm5() {
-        assert_eq!(mla_mma64x64_smem(64, 576), 161_280);
+        assert_eq!(mla_mma64x64_smem(64, 576), 161_792);
         let p = AttnParams {
             n_tokens: 512,
             n_heads: 64,
