@@ -866,21 +866,19 @@ MLA_MMA_KERNEL(mla_attention_mma64, bf16, CACHE_BF16)
 #define MLA_H64 64
 
 // Four 8 × 8 matrices of 16-bit values from shared memory, row addresses from lanes 8i..8i + 7
-// for matrix i; .trans delivers each transposed (a lane gets rows 2t, 2t + 1 of column g).
+// for matrix i; TRANS delivers each transposed (a lane gets rows 2t, 2t + 1 of column g).
+template <bool TRANS>
 __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], const u16* p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((u32)__cvta_generic_to_shared(p)));
-#else
-    __trap();
-#endif
-}
-__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], const u16* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((u32)__cvta_generic_to_shared(p)));
+    const u32 a = (u32)__cvta_generic_to_shared(p);
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
 #else
     __trap();
 #endif
@@ -1000,15 +998,15 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
             for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
         {
             u32 a[4], b01[4], b23[4];
-            ldsm_x4(a, qa);
-            ldsm_x4(b01, kb_lds);
-            ldsm_x4(b23, kb_lds + 16 * st);
+            ldsm_x4<false>(a, qa);
+            ldsm_x4<false>(b01, kb_lds);
+            ldsm_x4<false>(b23, kb_lds + 16 * st);
             for (int k0 = 0; k0 < dk; k0 += 16) {
                 u32 na[4], nb01[4], nb23[4];
                 const int kn = k0 + 16 < dk ? k0 + 16 : k0;
-                ldsm_x4(na, qa + kn);
-                ldsm_x4(nb01, kb_lds + kn);
-                ldsm_x4(nb23, kb_lds + 16 * st + kn);
+                ldsm_x4<false>(na, qa + kn);
+                ldsm_x4<false>(nb01, kb_lds + kn);
+                ldsm_x4<false>(nb23, kb_lds + 16 * st + kn);
                 mma_m16n8k16<TY>(s[0], a, b01[0], b01[1]);
                 mma_m16n8k16<TY>(s[1], a, b01[2], b01[3]);
                 mma_m16n8k16<TY>(s[2], a, b23[0], b23[1]);
@@ -1080,14 +1078,14 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
         // P·V: A = P (rows 16·mt.., 16 keys a step), B = V (16 keys × 16 dims a transposed load).
         for (int k0 = 0; k0 < nt; k0 += 16) {
             u32 a[4];
-            ldsm_x4(a, pa + k0);
+            ldsm_x4<false>(a, pa + k0);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 if (j < nj)
 #pragma unroll
                     for (int i2 = 0; i2 < 4; ++i2) {
                         u32 b[4];
-                        ldsm_x4_t(b, va + k0 * st + 64 * j + 16 * i2);
+                        ldsm_x4<true>(b, va + k0 * st + 64 * j + 16 * i2);
                         mma_m16n8k16<TY>(acc[j][2 * i2], a, b[0], b[1]);
                         mma_m16n8k16<TY>(acc[j][2 * i2 + 1], a, b[2], b[3]);
                     }
