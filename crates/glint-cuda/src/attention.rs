@@ -500,21 +500,24 @@ fn mla_mma64x64_smem(_g: usize, dk: usize) -> usize {
 /// Whether a step of `n_tokens` runs the tensor-core attention with all of a token's heads in
 /// one block (`mla_attention_mma64x64_*`), so a prompt's tokens copy each key row once rather
 /// than once a 16-head group: steps of [`TILE64_ALL_TOKENS`] tokens or more, as the 64-key
-/// tiles (a decode step's one token has too few blocks for a grid of them);
+/// tiles (a decode step's one token has too few blocks for a grid of them), whose products
+/// stay on MMQ (`gemm_step` false). Measured on an H100 (calls AV, AW, docs/performance.md):
+/// pp512 +3-5% on the default path in each of three pairs, but 1-3% slower in each of three
+/// with the cuBLAS products, though the kernel alone takes 31% less time either way.
 /// `GLINT_CUDA_MLA_H64=all` every list (the conformance suite's cases), `=0` never.
-fn mla_h64(n_tokens: usize) -> bool {
+fn mla_h64(n_tokens: usize, gemm_step: bool) -> bool {
     static KNOB: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let knob = *KNOB.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_H64").as_deref() {
         Ok("0") => Some(false),
         Ok("all") => Some(true),
         _ => None,
     });
-    h64_on(knob, n_tokens)
+    h64_on(knob, n_tokens, gemm_step)
 }
 
 /// [`mla_h64`] given the knob (None: unset).
-fn h64_on(knob: Option<bool>, n_tokens: usize) -> bool {
-    knob.unwrap_or(n_tokens >= TILE64_ALL_TOKENS)
+fn h64_on(knob: Option<bool>, n_tokens: usize, gemm_step: bool) -> bool {
+    knob.unwrap_or(n_tokens >= TILE64_ALL_TOKENS && !gemm_step)
 }
 
 /// The key lists from which the tensor-core attention runs on 64-key tiles in a step of
@@ -724,7 +727,7 @@ pub(crate) fn mla_attention(
     let tile64 = mma && mla_tile64_from(p.n_tokens).is_some_and(|from| l_max >= from);
     let h64 = mma
         && dv.is_multiple_of(128)
-        && mla_h64(p.n_tokens)
+        && mla_h64(p.n_tokens, crate::gemm::on_for(be, p.n_tokens))
         && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
         && mla_mma64x64_smem(MLA_H64, dk) <= lim.smem_optin;
     let name = match cache.ty {
@@ -872,15 +875,17 @@ mod tests {
         assert_eq!(tile64_from(Some(Some(0)), 1), Some(0));
     }
 
-    /// All heads a block from a prompt's step size (the 64-key tiles' threshold);
-    /// `GLINT_CUDA_MLA_H64` (`0`, `all`) overrides it.
+    /// All heads a block from a prompt's step size (the 64-key tiles' threshold) where the
+    /// step's products stay on MMQ; `GLINT_CUDA_MLA_H64` (`0`, `all`) overrides it.
     #[test]
     fn heads64_by_step_size() {
-        assert!(!h64_on(None, 1));
-        assert!(!h64_on(None, 63));
-        assert!(h64_on(None, 64));
-        assert!(h64_on(Some(true), 1));
-        assert!(!h64_on(Some(false), 512));
+        assert!(!h64_on(None, 1, false));
+        assert!(!h64_on(None, 63, false));
+        assert!(h64_on(None, 64, false));
+        assert!(!h64_on(None, 512, true));
+        assert!(h64_on(Some(true), 1, false));
+        assert!(h64_on(Some(true), 512, true));
+        assert!(!h64_on(Some(false), 512, false));
     }
 
     /// GLM-5's rows (dk 576) in one block of 64 heads: 161,792 bytes, within a Hopper (227 KiB)

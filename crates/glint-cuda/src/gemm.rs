@@ -120,11 +120,16 @@ fn input(ty: GgmlType) -> Option<Input> {
     })
 }
 
+/// Whether a step of `n` tokens runs its dense products on cuBLAS (where the weights allow).
+pub(crate) fn on_for(be: &CudaBackend, n: usize) -> bool {
+    n >= be.gemm.min_tokens.load(Ordering::Relaxed)
+}
+
 /// Whether a product of `w` (dense, or one slice a head) over `n` tokens takes this path: on
 /// and enough tokens, a weight type it takes, rows of whole 8-element groups (a decode
 /// thread's), and the main stream.
 fn applies(be: &CudaBackend, w: &CudaWeight, n: usize) -> bool {
-    n >= be.gemm.min_tokens.load(Ordering::Relaxed)
+    on_for(be, n)
         && w.cols().is_multiple_of(8)
         && input(w.ty).is_some()
         && be.fork.branch() != Some(1)
