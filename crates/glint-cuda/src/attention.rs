@@ -493,7 +493,7 @@ const MLA_H64: usize = 64;
 /// Shared memory of `mla_attention_mma64x64_*` (kernels/mla.cu): MLA_H64 query rows and
 /// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, two tiles'
 /// MLA_KT64 i64 pool rows. The same for any number of heads up to MLA_H64.
-fn mla_mma64x64_smem(_g: usize, dk: usize) -> usize {
+fn mla_mma64x64_smem(dk: usize) -> usize {
     2 * (MLA_H64 + MLA_KT64) * (dk + 8) + 2 * MLA_H64 * MLA_PST + 4 * 8 * MLA_H64 + 16 * MLA_KT64
 }
 
@@ -606,26 +606,18 @@ fn plan_with(
             ),
         });
     }
-    Ok(plan_groups(
-        p,
-        l_max,
-        g_max,
-        min_keys,
-        target_blocks(lim),
-        mla_smem,
-    ))
+    Ok(plan_groups(p, l_max, g_max, min_keys, target_blocks(lim)))
 }
 
 /// Heads of at most `g_max` a block in even groups, and the key list split until the grid
 /// reaches `target` blocks (splits of at least `min_keys`, as many as mla_combine's shared
-/// memory takes); `smem` gives a block's shared memory from its heads and dk.
+/// memory takes), with `mla_attention`'s shared memory (the tensor-core kernels set their own).
 fn plan_groups(
     p: &AttnParams,
     l_max: usize,
     g_max: usize,
     min_keys: usize,
     target: usize,
-    smem: fn(usize, usize) -> usize,
 ) -> MlaPlan {
     let n_groups = p.n_heads.div_ceil(g_max);
     let g = p.n_heads.div_ceil(n_groups);
@@ -646,7 +638,7 @@ fn plan_groups(
         n_groups,
         splits,
         chunk,
-        smem: smem(g, p.dk),
+        smem: mla_smem(g, p.dk),
     }
 }
 
@@ -729,7 +721,7 @@ pub(crate) fn mla_attention(
         && dv.is_multiple_of(128)
         && mla_h64(p.n_tokens, crate::gemm::on_for(be, p.n_tokens))
         && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
-        && mla_mma64x64_smem(MLA_H64, dk) <= lim.smem_optin;
+        && mla_mma64x64_smem(dk) <= lim.smem_optin;
     let name = match cache.ty {
         CacheType::F16 if h64 => "mla_attention_mma64x64_f16",
         _ if h64 => "mla_attention_mma64x64_bf16",
@@ -742,14 +734,8 @@ pub(crate) fn mla_attention(
     if h64 {
         // One block a multiprocessor fits (its shared memory), so the splits aim at one an SM.
         let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").unwrap_or(MLA_KT64);
-        plan = plan_groups(
-            p,
-            l_max,
-            h.min(MLA_H64),
-            keys,
-            lim.sm_count,
-            mla_mma64x64_smem,
-        );
+        plan = plan_groups(p, l_max, h.min(MLA_H64), keys, lim.sm_count);
+        plan.smem = mla_mma64x64_smem(dk);
     } else if tile64 {
         // Splits of at least one tile, unless the plan's knob says otherwise.
         if mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").is_none() {
@@ -893,7 +879,7 @@ mod tests {
     /// group and a 512-token prompt one split.
     #[test]
     fn heads64_plan_for_glm5() {
-        assert_eq!(mla_mma64x64_smem(64, 576), 161_792);
+        assert_eq!(mla_mma64x64_smem(576), 161_792);
         let p = AttnParams {
             n_tokens: 512,
             n_heads: 64,
@@ -903,10 +889,10 @@ mod tests {
             n_selected: 0,
             scale: 1.0,
         };
-        let plan = plan_groups(&p, 512, 64, MLA_KT64, 132, mla_mma64x64_smem);
+        let plan = plan_groups(&p, 512, 64, MLA_KT64, 132);
         assert_eq!((plan.g, plan.n_groups, plan.splits), (64, 1, 1));
         let one = AttnParams { n_tokens: 1, ..p };
-        let plan = plan_groups(&one, 2048, 64, MLA_KT64, 132, mla_mma64x64_smem);
+        let plan = plan_groups(&one, 2048, 64, MLA_KT64, 132);
         assert_eq!((plan.g, plan.splits, plan.chunk), (64, 32, 64));
     }
 
