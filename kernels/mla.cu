@@ -670,8 +670,9 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
     mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
-#define MLA_MMA_KERNEL(fn, name, TY)                                                                              \
-    extern "C" __global__ void __launch_bounds__(MLA_THREADS) fn##_##name(                                        \
+// A kernel `fn_name` of THREADS threads running fn<template arguments>.
+#define MLA_MMA_KERNEL(fn, name, THREADS, ...)                                                                    \
+    extern "C" __global__ void __launch_bounds__(THREADS) fn##_##name(                                            \
         const float* q, const float* q_pe, long long pe_off, long long pe_stride, int parts, const u8* kdata,     \
         long long krows, int kty, const u32* positions, const u32* tables, long long n_table,                     \
         const u32* token_seq, int max_blocks, int block_size, const u32* sel, int has_sel, int n_sel,             \
@@ -679,12 +680,12 @@ __device__ __forceinline__ void mla_attention_mma(const float* q, const float* q
         float* out, float* part) {                                                                                \
         pdl_enter();                                                                                              \
         (void)kty;                                                                                                \
-        fn<TY>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table, token_seq,            \
+        fn<__VA_ARGS__>(q, q_pe, pe_off, pe_stride, parts, kdata, krows, positions, tables, n_table, token_seq,   \
                max_blocks, block_size, sel, has_sel, n_sel, n_heads, dk, dv, n_kv, scale, G, n_groups, chunk,     \
                splits, out, part);                                                                                \
     }
-MLA_MMA_KERNEL(mla_attention_mma, f16, CACHE_F16)
-MLA_MMA_KERNEL(mla_attention_mma, bf16, CACHE_BF16)
+MLA_MMA_KERNEL(mla_attention_mma, f16, MLA_THREADS, CACHE_F16)
+MLA_MMA_KERNEL(mla_attention_mma, bf16, MLA_THREADS, CACHE_BF16)
 
 // ---- the same on 64-key tiles --------------------------------------------------------------
 // mla_attention_mma's plan, partials and roundings, with a tile of MLA_KT64 keys: warp w scores
@@ -849,20 +850,21 @@ __device__ __forceinline__ void mla_attention_mma64(const float* q, const float*
     mla_mma_store(acc, nd, dbase, g4, t4, hg, m_sh, l_sh, tok, n_heads, h0, G, dv, splits, split, out, part);
 }
 
-MLA_MMA_KERNEL(mla_attention_mma64, f16, CACHE_F16)
-MLA_MMA_KERNEL(mla_attention_mma64, bf16, CACHE_BF16)
+MLA_MMA_KERNEL(mla_attention_mma64, f16, MLA_THREADS, CACHE_F16)
+MLA_MMA_KERNEL(mla_attention_mma64, bf16, MLA_THREADS, CACHE_BF16)
 
 // ---- 64 heads × 64 keys a block, for prompts ---------------------------------------------
 // mla_attention_mma64's arithmetic (the query and P rounded to the cache's type, f32 sums) with
 // all of a token's heads (up to MLA_H64) in one block, so each key row a prompt's token reads is
-// copied into shared memory once rather than once a 16-head group: 8 warps, warp w the rows
-// (heads) 16·(w % 4).. and half w / 4 of the keys (scores) and of dv (output). The two halves of
-// a row agree on its running maximum through shared memory and keep their own sums, added at the
-// end. Fragments come by ldmatrix (V transposed on the way). One block a multiprocessor (its
-// ~158 KiB of shared memory), so the host plans one block an SM, not mla_attention's four.
-// Needs dk % 16 == 0, dk ≤ MLA_MMA_DKMAX, dv % 128 == 0, dv ≤ 512, G ≤ MLA_H64; MLA_THREADS.
-// Shared (bytes): 2·(MLA_H64 + MLA_KT64)·(dk + 8) + 2·MLA_H64·MLA_PST + 4·8·MLA_H64 + 16·MLA_KT64
-// (this tile's pool rows and the next's).
+// copied into shared memory once rather than once a 16-head group: 4·NQ warps (NQ = 2 or 4),
+// warp w the rows (heads) 16·(w % 4).. and part w / 4 of NQ of the keys (scores) and of dv
+// (output). The parts of a row agree on its running maximum through shared memory and keep
+// their own sums, added at the end. Fragments come by ldmatrix (V transposed on the way). One
+// block a multiprocessor (its ~158 KiB of shared memory), so the host plans one block an SM,
+// not mla_attention's four. Needs dk % 16 == 0, dk ≤ MLA_MMA_DKMAX, dv % (64·NQ) == 0, dv ≤
+// 512, G ≤ MLA_H64; 128·NQ threads.
+// Shared (bytes): 2·(MLA_H64 + MLA_KT64)·(dk + 8) + 2·MLA_H64·MLA_PST + 4·(2·NQ + 4)·MLA_H64
+// + 16·MLA_KT64 (this tile's pool rows and the next's).
 #define MLA_H64 64
 
 // Four 8 × 8 matrices of 16-bit values from shared memory, row addresses from lanes 8i..8i + 7
@@ -884,7 +886,7 @@ __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], const u16* p) {
 #endif
 }
 
-template <int TY>
+template <int TY, int NQ>
 __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const float* q_pe, long long pe_off,
                                                        long long pe_stride, int parts, const u8* kdata,
                                                        long long krows, const u32* positions, const u32* tables,
@@ -893,19 +895,20 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
                                                        int n_heads, int dk, int dv, int n_kv, float scale, int G,
                                                        int n_groups, int chunk, int splits, float* out,
                                                        float* part) {
-    static_assert(MLA_THREADS == 256 && MLA_H64 == 64 && MLA_KT64 == 64, "8 warps: 4 row tiles × 2 halves");
+    static_assert((NQ == 2 || NQ == 4) && MLA_H64 == 64 && MLA_KT64 == 64, "4·NQ warps: 4 row tiles × NQ parts");
+    constexpr int LQ = NQ == 2 ? 1 : 2, NT = 8 / NQ, JN = 8 / NQ;  // log2 NQ, n-tiles, 64-dim chunks
     extern __shared__ __align__(16) u8 hx_sm[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
-    const int mt = warp & 3, hf = warp >> 2;
+    const int mt = warp & 3, pt = warp >> 2;
     const int tok = blockIdx.x / n_groups, grp = blockIdx.x % n_groups;
     const int h0 = grp * G, hg = min(G, n_heads - h0), split = blockIdx.y;
     const int st = dk + 8;
     u16* qh = (u16*)hx_sm;                                 // MLA_H64 × st
     u16* kh = qh + MLA_H64 * st;                           // MLA_KT64 × st
     u16* ph = kh + MLA_KT64 * st;                          // MLA_H64 × MLA_PST: the tile's P
-    float* rmax = (float*)(ph + MLA_H64 * MLA_PST);        // 2 halves × MLA_H64
-    float* rsum = rmax + 2 * MLA_H64;                      // 2 halves × MLA_H64
-    float* hs = rsum + 2 * MLA_H64;                        // MLA_H64
+    float* rmax = (float*)(ph + MLA_H64 * MLA_PST);        // NQ parts × MLA_H64
+    float* rsum = rmax + NQ * MLA_H64;                     // NQ parts × MLA_H64
+    float* hs = rsum + NQ * MLA_H64;                       // MLA_H64
     float* qscr = hs + MLA_H64;                            // 3 × MLA_H64 (mla_mma_query's m, l, c)
     long long* rows = (long long*)(qscr + 3 * MLA_H64);    // 2 × MLA_KT64: this tile's, the next's
 
@@ -925,23 +928,25 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
                               : -1;
     }
 #pragma unroll
-    for (int i = 0; i < MLA_H64 / 16; ++i)
-        mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0 + 16 * i, min(16, max(0, hg - 16 * i)),
-                          dk, dv, scale, st, qh + 16 * i * st, hs + 16 * i, qscr + 16 * i, qscr + MLA_H64 + 16 * i,
-                          qscr + 2 * MLA_H64 + 16 * i);
-    // Output: dims [hf·dv/2, (hf + 1)·dv/2) in nj chunks of 64 (8 n-tiles each); lane (g4, t4)
+    for (int i = 0; i < MLA_H64 / (8 * NQ); ++i) {
+        // mla_mma_query rounds two heads a warp: 8·NQ a call.
+        const int c = 8 * NQ * i;
+        mla_mma_query<TY>(q, q_pe, pe_off, pe_stride, parts, tok, n_heads, h0 + c, min(8 * NQ, max(0, hg - c)), dk,
+                          dv, scale, st, qh + c * st, hs + c, qscr + c, qscr + MLA_H64 + c, qscr + 2 * MLA_H64 + c);
+    }
+    // Output: dims [pt·dv/NQ, (pt + 1)·dv/NQ) in nj chunks of 64 (8 n-tiles each); lane (g4, t4)
     // holds rows ra = 16·mt + g4 and rb = ra + 8 at dims n0 + 2·t4, + 1 of each n-tile.
-    const int nj = dv >> 7, dhalf = hf * (dv >> 1);
+    const int nj = dv >> (6 + LQ), dhalf = pt * (dv >> LQ);
     const int ra = 16 * mt + g4, rb = ra + 8;
     const bool oka = ra < hg, okb = rb < hg;
-    float acc[4][8][4];
+    float acc[JN][8][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < JN; ++j)
 #pragma unroll
         for (int i = 0; i < 8; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][i][e] = 0.0f;
-    // Running maxima (both halves of a row hold the same) and this half's running sums.
+    // Running maxima (every part of a row holds the same) and this part's running sums.
     float m_a = NEG_INF, m_b = NEG_INF, l_a = 0.0f, l_b = 0.0f;
     // ldmatrix row addresses: A tiles (16 rows × 16 columns) take rows lane % 8 + 8·(lane / 8 % 2)
     // at columns 8·(lane / 16); the keys' B tiles (two n-tiles of 8 keys × 16 dims) keys
@@ -949,7 +954,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     // 8 % 2) at dims 8·(lane / 16).
     const int lr = lane & 7, l1 = (lane >> 3) & 1, l2 = lane >> 4;
     const u16* qa = qh + (16 * mt + lr + 8 * l1) * st + 8 * l2;
-    const u16* kb_lds = kh + (32 * hf + lr + 8 * l2) * st + 8 * l1;
+    const u16* kb_lds = kh + (8 * NT * pt + lr + 8 * l2) * st + 8 * l1;
     const u16* pa = ph + (16 * mt + lr + 8 * l1) * MLA_PST + 8 * l2;
     const u16* va = kh + (lr + 8 * l1) * st + dhalf + 8 * l2;
     const int cpr = dk / 8;  // 16-byte chunks a key row
@@ -959,10 +964,10 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
         const long long* trow = rows + cur * MLA_KT64;
         __syncthreads();
         // Key rows (zeros for masked and missing ones): every copy of the tile in flight at once,
-        // warp w rows w, w + 8, ..., its lanes the row's 16-byte chunks.
+        // warp w rows w, w + 4·NQ, ..., its lanes the row's 16-byte chunks.
 #pragma unroll
-        for (int i = 0; i < MLA_KT64 / 8; ++i) {
-            const int kk = warp + 8 * i;
+        for (int i = 0; i < MLA_KT64 / (4 * NQ); ++i) {
+            const int kk = warp + 4 * NQ * i;
             const long long r = trow[kk];
 #pragma unroll
             for (int j = 0; j < (MLA_MMA_DKMAX / 8 + 31) / 32; ++j) {
@@ -989,43 +994,44 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
         }
         cp_async_wait_all();
         __syncthreads();
-        // Scores of rows 16·mt.. with keys 32·hf + 8·n.. (n < 4), over all of dk; the next
+        // Scores of rows 16·mt.. with keys 8·NT·pt + 8·n.. (n < NT), over all of dk; the next
         // step's fragments load while this step's products run.
-        float s[4][4];
+        float s[NT][4];
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
         {
-            u32 a[4], b01[4], b23[4];
+            u32 a[4], b[NT / 2][4];
             ldsm_x4<false>(a, qa);
-            ldsm_x4<false>(b01, kb_lds);
-            ldsm_x4<false>(b23, kb_lds + 16 * st);
+#pragma unroll
+            for (int h = 0; h < NT / 2; ++h) ldsm_x4<false>(b[h], kb_lds + 16 * h * st);
             for (int k0 = 0; k0 < dk; k0 += 16) {
-                u32 na[4], nb01[4], nb23[4];
+                u32 na[4], nb[NT / 2][4];
                 const int kn = k0 + 16 < dk ? k0 + 16 : k0;
                 ldsm_x4<false>(na, qa + kn);
-                ldsm_x4<false>(nb01, kb_lds + kn);
-                ldsm_x4<false>(nb23, kb_lds + 16 * st + kn);
-                mma_m16n8k16<TY>(s[0], a, b01[0], b01[1]);
-                mma_m16n8k16<TY>(s[1], a, b01[2], b01[3]);
-                mma_m16n8k16<TY>(s[2], a, b23[0], b23[1]);
-                mma_m16n8k16<TY>(s[3], a, b23[2], b23[3]);
+#pragma unroll
+                for (int h = 0; h < NT / 2; ++h) ldsm_x4<false>(nb[h], kb_lds + 16 * h * st + kn);
+#pragma unroll
+                for (int h = 0; h < NT / 2; ++h) {
+                    mma_m16n8k16<TY>(s[2 * h], a, b[h][0], b[h][1]);
+                    mma_m16n8k16<TY>(s[2 * h + 1], a, b[h][2], b[h][3]);
+                }
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
                     a[u] = na[u];
-                    b01[u] = nb01[u];
-                    b23[u] = nb23[u];
+#pragma unroll
+                    for (int h = 0; h < NT / 2; ++h) b[h][u] = nb[h][u];
                 }
             }
         }
         const float hsa = hs[ra], hsb = hs[rb];
         float mxa = NEG_INF, mxb = NEG_INF;
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int kk = 32 * hf + 8 * n + 2 * t4 + e;
+                const int kk = 8 * NT * pt + 8 * n + 2 * t4 + e;
                 const bool ok = kk < nt && trow[kk] >= 0;
                 s[n][e] = ok && oka ? s[n][e] * hsa : NEG_INF;
                 s[n][2 + e] = ok && okb ? s[n][2 + e] * hsb : NEG_INF;
@@ -1038,25 +1044,31 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
             mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, o));
         }
         if (t4 == 0) {
-            rmax[hf * MLA_H64 + ra] = mxa;
-            rmax[hf * MLA_H64 + rb] = mxb;
+            rmax[pt * MLA_H64 + ra] = mxa;
+            rmax[pt * MLA_H64 + rb] = mxb;
         }
         __syncthreads();
-        // The tile's row maxima (both halves read the same two values), the new running maxima,
-        // this tile's weights into P and the factor on what came before.
-        const float mna = fmaxf(m_a, fmaxf(rmax[ra], rmax[MLA_H64 + ra]));
-        const float mnb = fmaxf(m_b, fmaxf(rmax[rb], rmax[MLA_H64 + rb]));
+        // The tile's row maxima (every part reads the same NQ values in order), the new running
+        // maxima, this tile's weights into P and the factor on what came before.
+        float tma = fmaxf(rmax[ra], rmax[MLA_H64 + ra]);
+#pragma unroll
+        for (int q = 2; q < NQ; ++q) tma = fmaxf(tma, rmax[q * MLA_H64 + ra]);
+        const float mna = fmaxf(m_a, tma);
+        float tmb = fmaxf(rmax[rb], rmax[MLA_H64 + rb]);
+#pragma unroll
+        for (int q = 2; q < NQ; ++q) tmb = fmaxf(tmb, rmax[q * MLA_H64 + rb]);
+        const float mnb = fmaxf(m_b, tmb);
         const float ca = m_a == NEG_INF ? 0.0f : expf(m_a - mna), cb = m_b == NEG_INF ? 0.0f : expf(m_b - mnb);
         float suma = 0.0f, sumb = 0.0f;
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
+        for (int n = 0; n < NT; ++n) {
             float p[4];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 p[e] = s[n][e] != NEG_INF ? expf(s[n][e] - mna) : 0.0f;
                 p[2 + e] = s[n][2 + e] != NEG_INF ? expf(s[n][2 + e] - mnb) : 0.0f;
             }
-            const int kk = 32 * hf + 8 * n + 2 * t4;
+            const int kk = 8 * NT * pt + 8 * n + 2 * t4;
             *(u32*)(ph + ra * MLA_PST + kk) = mla_pack2<TY>(p[0], p[1]);
             *(u32*)(ph + rb * MLA_PST + kk) = mla_pack2<TY>(p[2], p[3]);
             suma += p[0] + p[1];
@@ -1072,7 +1084,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
         m_a = mna;
         m_b = mnb;
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < JN; ++j)
             if (j < nj) mla_mma_rescale(acc[j], 8, ca, cb);
         __syncthreads();
         // P·V: A = P (rows 16·mt.., 16 keys a step), B = V (16 keys × 16 dims a transposed load).
@@ -1080,7 +1092,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
             u32 a[4];
             ldsm_x4<false>(a, pa + k0);
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < JN; ++j)
                 if (j < nj)
 #pragma unroll
                     for (int i2 = 0; i2 < 4; ++i2) {
@@ -1091,22 +1103,24 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
                     }
         }
     }
-    // Each row's sum: the two halves' added.
+    // Each row's sum: its parts' added in order.
     if (t4 == 0) {
-        rsum[hf * MLA_H64 + ra] = l_a;
-        rsum[hf * MLA_H64 + rb] = l_b;
+        rsum[pt * MLA_H64 + ra] = l_a;
+        rsum[pt * MLA_H64 + rb] = l_b;
     }
     __syncthreads();
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int g = hh ? rb : ra;
         if (g >= hg) continue;
-        const float l = rsum[g] + rsum[MLA_H64 + g];
+        float l = rsum[g] + rsum[MLA_H64 + g];
+#pragma unroll
+        for (int q = 2; q < NQ; ++q) l += rsum[q * MLA_H64 + g];
         const float inv = splits == 1 ? (l > 0.0f ? 1.0f / l : 0.0f) : 1.0f;
         float* dst = splits == 1 ? out + ((long long)tok * n_heads + h0 + g) * dv
                                  : mla_part_rows(part, G, dv, splits, split) + (long long)g * dv;
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < JN; ++j)
             if (j < nj)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
@@ -1114,7 +1128,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
                     dst[d] = acc[j][i][2 * hh] * inv;
                     dst[d + 1] = acc[j][i][2 * hh + 1] * inv;
                 }
-        if (splits > 1 && hf == 0 && t4 == 0) {
+        if (splits > 1 && pt == 0 && t4 == 0) {
             float* ml = mla_part_rows(part, G, dv, splits, split) + (long long)G * dv;
             ml[2 * g] = hh ? m_b : m_a;
             ml[2 * g + 1] = l;
@@ -1122,5 +1136,10 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     }
 }
 
-MLA_MMA_KERNEL(mla_attention_mma64x64, f16, CACHE_F16)
-MLA_MMA_KERNEL(mla_attention_mma64x64, bf16, CACHE_BF16)
+MLA_MMA_KERNEL(mla_attention_mma64x64, f16, MLA_THREADS, CACHE_F16, 2)
+MLA_MMA_KERNEL(mla_attention_mma64x64, bf16, MLA_THREADS, CACHE_BF16, 2)
+// 16 warps: each a quarter of the tile's keys and of dv (64 accumulators, at most 128 registers),
+// twice the warps a multiprocessor to hide the latencies the 8-warp kernel waits on (Nsight,
+// docs/performance.md). GLINT_CUDA_MLA_H64_WARPS=16; needs dv % 256 == 0.
+MLA_MMA_KERNEL(mla_attention_mma64x64, w16_f16, 2 * MLA_THREADS, CACHE_F16, 4)
+MLA_MMA_KERNEL(mla_attention_mma64x64, w16_bf16, 2 * MLA_THREADS, CACHE_BF16, 4)
