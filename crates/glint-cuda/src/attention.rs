@@ -494,7 +494,28 @@ const MLA_H64: usize = 64;
 /// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, two tiles'
 /// MLA_KT64 i64 pool rows. The same for any number of heads up to MLA_H64.
 fn mla_mma64x64_smem(dk: usize) -> usize {
-    2 * (MLA_H64 + MLA_KT64) * (dk + 8) + 2 * MLA_H64 * MLA_PST + 4 * 8 * MLA_H64 + 16 * MLA_KT64
+    h64_smem::<2>(dk)
+}
+
+/// [`mla_mma64x64_smem`] of the 16-warp kernel (`_w16_`: four parts' maxima and sums).
+fn mla_mma64x64_w16_smem(dk: usize) -> usize {
+    h64_smem::<4>(dk)
+}
+
+/// Shared memory of the 64-head kernel whose warps split a tile in NQ parts (kernels/mla.cu).
+fn h64_smem<const NQ: usize>(dk: usize) -> usize {
+    2 * (MLA_H64 + MLA_KT64) * (dk + 8)
+        + 2 * MLA_H64 * MLA_PST
+        + 4 * (2 * NQ + 4) * MLA_H64
+        + 16 * MLA_KT64
+}
+
+/// Whether the 64-head kernel runs with 16 warps a block (`GLINT_CUDA_MLA_H64_WARPS=16`), each
+/// a quarter of a tile's keys and of dv, rather than 8: the 8-warp kernel waits on latencies
+/// at one block a multiprocessor (Nsight, docs/performance.md). Not yet run on a GPU.
+fn h64_w16() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MLA_H64_WARPS").is_ok_and(|v| v == "16"))
 }
 
 /// Whether a step of `n_tokens` runs the tensor-core attention with all of a token's heads in
@@ -722,7 +743,10 @@ pub(crate) fn mla_attention(
         && mla_h64(p.n_tokens, crate::gemm::on_for(be, p.n_tokens))
         && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
         && mla_mma64x64_smem(dk) <= lim.smem_optin;
+    let w16 = h64 && dv.is_multiple_of(256) && h64_w16();
     let name = match cache.ty {
+        CacheType::F16 if w16 => "mla_attention_mma64x64_w16_f16",
+        _ if w16 => "mla_attention_mma64x64_w16_bf16",
         CacheType::F16 if h64 => "mla_attention_mma64x64_f16",
         _ if h64 => "mla_attention_mma64x64_bf16",
         CacheType::F16 if tile64 => "mla_attention_mma64_f16",
@@ -735,7 +759,11 @@ pub(crate) fn mla_attention(
         // One block a multiprocessor fits (its shared memory), so the splits aim at one an SM.
         let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").unwrap_or(MLA_KT64);
         plan = plan_groups(p, l_max, h.min(MLA_H64), keys, lim.sm_count);
-        plan.smem = mla_mma64x64_smem(dk);
+        plan.smem = if w16 {
+            mla_mma64x64_w16_smem(dk)
+        } else {
+            mla_mma64x64_smem(dk)
+        };
     } else if tile64 {
         // Splits of at least one tile, unless the plan's knob says otherwise.
         if mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").is_none() {
@@ -773,9 +801,10 @@ pub(crate) fn mla_attention(
         int(op, plan.chunk)?,
         int(op, plan.splits)?,
     );
+    let threads = if w16 { 2 * MLA_THREADS } else { MLA_THREADS };
     let cfg = LaunchConfig {
         grid_dim: (int(op, blocks)? as u32, plan.splits as u32, 1),
-        block_dim: (MLA_THREADS as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: plan.smem as u32,
     };
     if inner.part.is_none() {
@@ -880,6 +909,7 @@ mod tests {
     #[test]
     fn heads64_plan_for_glm5() {
         assert_eq!(mla_mma64x64_smem(576), 161_792);
+        assert_eq!(mla_mma64x64_w16_smem(576), 162_816);
         let p = AttnParams {
             n_tokens: 512,
             n_heads: 64,
