@@ -510,35 +510,38 @@ fn h64_smem<const NQ: usize>(dk: usize) -> usize {
         + 16 * MLA_KT64
 }
 
-/// Whether the 64-head kernel runs with 16 warps a block (`GLINT_CUDA_MLA_H64_WARPS=16`), each
-/// a quarter of a tile's keys and of dv, rather than 8: the 8-warp kernel waits on latencies
-/// at one block a multiprocessor (Nsight, docs/performance.md). Not yet run on a GPU.
+/// Whether the 64-head kernel runs with 16 warps a block, each a quarter of a tile's keys and
+/// of dv (64 accumulators, 113 registers), rather than 8 (224 registers): at one block a
+/// multiprocessor the 8-warp kernel waits on latencies (12.5% occupancy, issue slots 23%
+/// busy); 16 warps take 12% less time (a 512-token step on an H100, call AX,
+/// docs/performance.md). `GLINT_CUDA_MLA_H64_WARPS=8` keeps the 8-warp kernel.
 fn h64_w16() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MLA_H64_WARPS").is_ok_and(|v| v == "16"))
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_MLA_H64_WARPS").map_or(true, |v| v != "8"))
 }
 
 /// Whether a step of `n_tokens` runs the tensor-core attention with all of a token's heads in
 /// one block (`mla_attention_mma64x64_*`), so a prompt's tokens copy each key row once rather
 /// than once a 16-head group: steps of [`TILE64_ALL_TOKENS`] tokens or more, as the 64-key
-/// tiles (a decode step's one token has too few blocks for a grid of them), whose products
-/// stay on MMQ (`gemm_step` false). Measured on an H100 (calls AV, AW, docs/performance.md):
-/// pp512 +3-5% on the default path in each of three pairs, but 1-3% slower in each of three
-/// with the cuBLAS products, though the kernel alone takes 31% less time either way.
-/// `GLINT_CUDA_MLA_H64=all` every list (the conformance suite's cases), `=0` never.
-fn mla_h64(n_tokens: usize, gemm_step: bool) -> bool {
+/// tiles (a decode step's one token has too few blocks for a grid of them). Measured on H100s:
+/// with 8 warps pp512 was +3-5% on the default path but 1-3% slower with the cuBLAS products
+/// (calls AV, AW); with 16 warps +4% with the cuBLAS products in each of two pairs and within
+/// the spread on the default path (call AX, docs/performance.md), so it no longer depends on
+/// the product path. `GLINT_CUDA_MLA_H64=all` every list (the conformance suite's cases), `=0`
+/// never.
+fn mla_h64(n_tokens: usize) -> bool {
     static KNOB: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let knob = *KNOB.get_or_init(|| match std::env::var("GLINT_CUDA_MLA_H64").as_deref() {
         Ok("0") => Some(false),
         Ok("all") => Some(true),
         _ => None,
     });
-    h64_on(knob, n_tokens, gemm_step)
+    h64_on(knob, n_tokens)
 }
 
 /// [`mla_h64`] given the knob (None: unset).
-fn h64_on(knob: Option<bool>, n_tokens: usize, gemm_step: bool) -> bool {
-    knob.unwrap_or(n_tokens >= TILE64_ALL_TOKENS && !gemm_step)
+fn h64_on(knob: Option<bool>, n_tokens: usize) -> bool {
+    knob.unwrap_or(n_tokens >= TILE64_ALL_TOKENS)
 }
 
 /// The key lists from which the tensor-core attention runs on 64-key tiles in a step of
@@ -740,7 +743,7 @@ pub(crate) fn mla_attention(
     let tile64 = mma && mla_tile64_from(p.n_tokens).is_some_and(|from| l_max >= from);
     let h64 = mma
         && dv.is_multiple_of(128)
-        && mla_h64(p.n_tokens, crate::gemm::on_for(be, p.n_tokens))
+        && mla_h64(p.n_tokens)
         && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
         && mla_mma64x64_smem(dk) <= lim.smem_optin;
     let w16 = h64 && dv.is_multiple_of(256) && h64_w16();
@@ -890,17 +893,15 @@ mod tests {
         assert_eq!(tile64_from(Some(Some(0)), 1), Some(0));
     }
 
-    /// All heads a block from a prompt's step size (the 64-key tiles' threshold) where the
-    /// step's products stay on MMQ; `GLINT_CUDA_MLA_H64` (`0`, `all`) overrides it.
+    /// All heads a block from a prompt's step size (the 64-key tiles' threshold), whatever path
+    /// its products take; `GLINT_CUDA_MLA_H64` (`0`, `all`) overrides it.
     #[test]
     fn heads64_by_step_size() {
-        assert!(!h64_on(None, 1, false));
-        assert!(!h64_on(None, 63, false));
-        assert!(h64_on(None, 64, false));
-        assert!(!h64_on(None, 512, true));
-        assert!(h64_on(Some(true), 1, false));
-        assert!(h64_on(Some(true), 512, true));
-        assert!(!h64_on(Some(false), 512, false));
+        assert!(!h64_on(None, 1));
+        assert!(!h64_on(None, 63));
+        assert!(h64_on(None, 64));
+        assert!(h64_on(Some(true), 1));
+        assert!(!h64_on(Some(false), 512));
     }
 
     /// GLM-5's rows (dk 576) in one block of 64 heads: 161,792 bytes, within a Hopper (227 KiB)

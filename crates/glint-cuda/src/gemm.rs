@@ -121,7 +121,7 @@ fn input(ty: GgmlType) -> Option<Input> {
 }
 
 /// Whether a step of `n` tokens runs its dense products on cuBLAS (where the weights allow).
-pub(crate) fn on_for(be: &CudaBackend, n: usize) -> bool {
+fn on_for(be: &CudaBackend, n: usize) -> bool {
     n >= be.gemm.min_tokens.load(Ordering::Relaxed)
 }
 
