@@ -5,7 +5,8 @@
 # tokens; the last decode step's launches are summed by kernel name. PROFILE_SEQS=N profiles a
 # batched decode step of N sequences instead (`glint bench -b N`, its last step), PROFILE_DEPTH=D
 # a decode step with D tokens already in the cache (`glint bench -d D`), PROFILE_PROMPT=N one
-# prefill step of an N-token prompt (`glint bench -p N -n 0`, its last step). Runs on a GPU
+# prefill step of an N-token prompt (`glint bench -p N -n 0`, its last step); PROFILE_ARGS adds
+# bench options (cache types, say) to the bench runs. Runs on a GPU
 # machine from a checkout holding device-bin/ (scripts/cuda-build.sh). NCU_CACHE=none keeps the
 # caches between launches (ncu flushes them by default, so every kernel then reads its weights
 # from DRAM: closer to a graph replay's small kernels with it off). Writes $OUT/profile.txt and
@@ -21,7 +22,7 @@ if [ -n "${PROFILE_PROMPT:-}" ]; then
   # PROFILE_ARGS: more bench options (cache types, say).
   cmd=($G bench -m "$f" --device cuda -p "$PROFILE_PROMPT" -n 0 -r 1 ${PROFILE_ARGS:-})
 elif [ -n "${PROFILE_SEQS:-}${PROFILE_DEPTH:-}" ]; then
-  cmd=($G bench -m "$f" --device cuda -p 16 -n 2 -d "${PROFILE_DEPTH:-0}" -b "${PROFILE_SEQS:-1}" -r 1)
+  cmd=($G bench -m "$f" --device cuda -p 16 -n 2 -d "${PROFILE_DEPTH:-0}" -b "${PROFILE_SEQS:-1}" -r 1 ${PROFILE_ARGS:-})
 else
   cmd=($G generate -m "$f" -p "hi" -n 3 --temp 0 --ignore-eos --device cuda)
 fi
