@@ -1189,6 +1189,17 @@ struct BlockSum<W, decltype((void)W::BLOCKSUM)> {
     enum { v = W::BLOCKSUM };
 };
 
+// The types mmid_short takes: BLOCKSUM 2 with one unit a block (crates/glint-cuda's
+// `short_groups` names the same ones: 32-element blocks with a tensor-core kernel).
+template <class W, class = void>
+struct ShortRows {
+    enum { v = 0 };
+};
+template <class W>
+struct ShortRows<W, decltype((void)W::BLOCKSUM)> {
+    enum { v = W::BLOCKSUM == 2 && W::NSUB == 1 };
+};
+
 // row_dot for the BLOCKSUM types, whose rows are summed in an order the tensor-core kernels
 // (mmq_*) keep: a pass of 32 lanes makes 4 "step" values, which are added in step order.
 // BLOCKSUM 1 (Q2_K..Q6_K, IQ4_XS, the IQ2/IQ3/IQ1 grids): a step is one block; its NSUB = 8 lanes
@@ -1554,6 +1565,49 @@ __device__ __forceinline__ void mmid(const u8* __restrict__ w, const u32* __rest
     }
 }
 
+// mmid for short rows of the one-unit-a-block BLOCKSUM 2 types (the host passes ks = −G): G row
+// groups a warp, each on 32/G lanes (4/G steps of 8 lanes), for rows of at most 32/G blocks.
+// GLM-5's per-head products in decode (attn_k_b: 6 Q8_0 blocks a row, attn_v_b: 16) keep 24
+// and 32 lanes of a warp reading where mmid keeps 6 and 16. A group's sums are row_dot_blocks'
+// for its one pass: each step's step_sums_float, the steps added in order into 0, so the
+// bits are mmid's (and so the batched kernels'). Rows are a multiple of MV_RPW (the host's
+// condition); a group past the last row computes the last rows again and writes nothing.
+template <class W, int G>
+__device__ __forceinline__ void mmid_short(const u8* __restrict__ w, const u32* __restrict__ ids,
+                                           const u8* __restrict__ act, float* __restrict__ y, int cols, int rows,
+                                           int n_slices, int n_used, int n_pairs, int x_per_slot,
+                                           long long act_stride) {
+    constexpr int LANES = 32 / G, STEPS = LANES / 8;
+    const int lane = threadIdx.x & 31, l8 = lane & 7, step = (lane % LANES) / 8;
+    const int nblocks = cols / W::QK;
+    const int r0 = ((blockIdx.x * blockDim.y + threadIdx.y) * G + lane / LANES) * MV_RPW;
+    const int rl = min(r0, rows - MV_RPW);
+    const long long row_bytes = (long long)nblocks * W::TS;
+    const int ibu = step * 8 + l8, ib = min(ibu, nblocks - 1);
+    const bool writer = step == 0 && l8 < MV_RPW && r0 < rows;
+    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+        const u32 e = ids[p];
+        float* out = y + (long long)p * rows;
+        if (e >= (u32)n_slices) {  // same id in the whole block: the branch is block-uniform
+            if (writer) out[r0 + l8] = 0.0f;
+            continue;
+        }
+        const u8* wrow = w + ((long long)e * rows + rl) * row_bytes + (long long)ib * W::TS;
+        const typename W::A a = W::act(act + (long long)(x_per_slot ? p : p / n_used) * act_stride, ib, 0);
+        float d[MV_RPW];
+#pragma unroll
+        for (int r = 0; r < MV_RPW; ++r) d[r] = ibu < nblocks ? W::dot(wrow + r * row_bytes, a, 0) : 0.0f;
+        const float v = step_sums_float(d, l8);
+        float mine = __fadd_rn(0.0f, v);
+#pragma unroll
+        for (int j = 1; j < STEPS; ++j) {
+            const float vj = __shfl_sync(0xffffffffu, v, (lane + 8 * j) & 31);
+            if (j * 8 < nblocks) mine = __fadd_rn(mine, vj);
+        }
+        if (writer) out[r0 + l8] = mine;
+    }
+}
+
 // Groups the pairs of an expert-indexed product by expert, for matvec_* over tiles: `order` lists the pairs
 // naming a valid expert, expert by expert (in any order within one: no output depends on the
 // pairs beside it); `tiles` = [n_tiles, then (expert, first index into order, count ≤ MV_TOK)
@@ -1820,6 +1874,12 @@ __device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int 
                     int x_per_slot, long long act_stride, int ks, const u8* __restrict__ w2,        \
                     float* __restrict__ y2) { pdl_enter();                                          \
         PAIR_SWITCH                                                                                  \
+        if constexpr (ShortRows<W>::v) {                                                             \
+            if (ks == -4)                                                                            \
+                return mmid_short<W, 4>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride); \
+            if (ks == -2)                                                                            \
+                return mmid_short<W, 2>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride); \
+        }                                                                                            \
         mmid<W>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks);  \
     }                                                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                                \

@@ -1277,6 +1277,32 @@ fn mmid_rows(rows: usize, n_used: usize) -> usize {
     }
 }
 
+/// Row groups a warp of `mmid_*` takes in a one-token product (kernels/quant.cu `mmid_short`,
+/// asked for with ks = −groups): 4 for rows of at most 8 blocks, 2 for at most 16, else 1 (the
+/// plain kernel). The types whose unit is one 32-element block (`ShortRows`), one warp a row
+/// group, rows a multiple of MV_RPW. GLM-5's per-head products in decode are such rows
+/// (`attn_k_b` 6 Q8_0 blocks, `attn_v_b` 16), on which `mmid_*` keeps only 6 and 16 of a warp's
+/// 32 lanes reading: 6.7 MB in 12.1 µs and 8.9 MB in 8.5 µs (call AU, H100). The bits are the
+/// plain kernel's.
+fn short_groups(ty: GgmlType, cols: usize, rows: usize, ks: usize) -> usize {
+    let one_unit_blocks = ty.block_size() == 32 && kind(ty).is_some_and(|k| k.mmq.is_some());
+    if !one_unit_blocks || ks != 1 || !rows.is_multiple_of(MV_RPW) || short_off() {
+        return 1;
+    }
+    match cols / 32 {
+        1..=8 => 4,
+        9..=16 => 2,
+        _ => 1,
+    }
+}
+
+/// `GLINT_CUDA_MMID_SHORT=0`: one-token products of short rows on the plain `mmid_*` (to
+/// compare; the same bits).
+fn short_off() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("GLINT_CUDA_MMID_SHORT").is_ok_and(|v| v == "0"))
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn mul_mat_id(
     be: &CudaBackend,
@@ -1416,10 +1442,14 @@ fn mul_mat_id_with(
         unsafe { b.launch(grid) }.map_err(dev(OP))?;
         return Ok(());
     }
-    let grid = mv_grid(rows, pairs, ks);
+    let groups = short_groups(w.ty, cols, rows, ks);
+    let grid = mv_grid(rows.div_ceil(groups), pairs, ks);
+    let ks_i = if groups > 1 { -(groups as i32) } else { ks_i };
     // mmids_* is built for blocks of MV_ROWS warps: one warp a row group.
     let staged = match k.mmids {
-        Some(s) if ks == 1 && mmid_stages() => with_stage(be, s, w.ty, MMID_STAGES, grid)?,
+        Some(s) if ks == 1 && groups == 1 && mmid_stages() => {
+            with_stage(be, s, w.ty, MMID_STAGES, grid)?
+        }
         _ => None,
     };
     let (f, mut grid) = match staged {
@@ -1485,6 +1515,25 @@ pub(crate) fn get_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Short rows take 4 or 2 row groups a warp exactly for kernels/quant.cu's `ShortRows` types
+    /// (the `Unit32` and `Legacy` structs of one unit a block), one warp a row group and rows in
+    /// whole groups; GLM-5's per-head products in decode take 4 (`attn_k_b`) and 2 (`attn_v_b`).
+    #[test]
+    fn short_rows_for_one_unit_blocks() {
+        use GgmlType::*;
+        let short = [Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4];
+        for &ty in GgmlType::ALL {
+            let cols = 6 * ty.block_size();
+            let want = if short.contains(&ty) { 4 } else { 1 };
+            assert_eq!(short_groups(ty, cols, 512, 1), want, "{ty}");
+        }
+        assert_eq!(short_groups(Q8_0, 192, 512, 1), 4);
+        assert_eq!(short_groups(Q8_0, 512, 256, 1), 2);
+        assert_eq!(short_groups(Q8_0, 544, 256, 1), 1);
+        assert_eq!(short_groups(Q8_0, 192, 510, 1), 1);
+        assert_eq!(short_groups(Q8_0, 192, 512, 2), 1);
+    }
 
     /// Every type glint-quant gives an activation partner has a row, with glint-quant's partner
     /// (Q8_1 aside, see KINDS), and kernel names are unique.

@@ -1244,3 +1244,62 @@ fn a_weight_past_the_scratch_is_multiplied_in_row_chunks() {
         }
     }
 }
+
+/// GLM-5's per-head products in decode (`attn_k_b`: 64 heads of 512 rows × 192 columns,
+/// `attn_v_b`: 64 × 256 × 512) and a 4-row one, for the types whose one-token product takes
+/// `mmid_short` (several row groups a warp): against the CPU backend, and a token alone with
+/// the bits it gets in a batch of three (the grouped per-unit kernel, kernels/quant.cu
+/// `matvec_*`, whose sum order `mmid_short` keeps).
+#[test]
+fn short_per_head_rows_match_the_cpu_backend_and_the_batch() {
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x5eed_f00d_4ead);
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL] {
+        for (cols, rows, heads) in [(192usize, 512usize, 64usize), (512, 256, 64), (64, 4, 3)] {
+            let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+            let wb = weight_bytes(&mut rng, ty, cols * rows * heads);
+            let (wc, wcpu) = upload_both(&cuda, &cpu, "kb", ty, &[cols, rows, heads], &wb);
+            let n = 3usize;
+            let x: Vec<f32> = (0..n * heads * cols).map(|_| rng.f()).collect();
+            let ids: Vec<u32> = (0..n * heads).map(|i| (i % heads) as u32).collect();
+            let what = format!("{ty} per-head {cols}x{rows}x{heads}");
+            let mut want = vec![0.0f32; n * heads * rows];
+            let cpu_ids = cpu.upload_ids(&ids).unwrap();
+            cpu.per_head_matmul(&wcpu, &cpu_ids, heads, &x, n, &mut want)
+                .expect("cpu per_head_matmul");
+            let run = |tokens: usize, xs: &[f32]| {
+                let xd = cuda.upload(xs).unwrap();
+                let idd = cuda.upload_ids(&ids[..tokens * heads]).unwrap();
+                let mut yd = cuda.alloc(tokens * heads * rows).unwrap();
+                cuda.per_head_matmul(&wc, &idd, heads, &xd, tokens, &mut yd)
+                    .expect("cuda per_head_matmul");
+                let mut got = vec![0.0f32; tokens * heads * rows];
+                cuda.download(&yd, &mut got).unwrap();
+                got
+            };
+            let batch = run(n, &x);
+            let tol: Vec<f64> = (0..n * heads * rows)
+                .map(|i| {
+                    let (p, r) = (i / rows, i % rows);
+                    let g = (p % heads) * rows + r;
+                    let w = &wb[g * row_bytes..(g + 1) * row_bytes];
+                    tolerance(ty, cols, abs_terms(ty, w, &x[p * cols..(p + 1) * cols]))
+                })
+                .collect();
+            check_close(&what, &batch, &want, &tol);
+            for t in 0..n {
+                let xs = &x[t * heads * cols..(t + 1) * heads * cols];
+                let alone = run(1, xs);
+                let inside = &batch[t * heads * rows..(t + 1) * heads * rows];
+                for (i, (a, b)) in alone.iter().zip(inside).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{what}: token {t} output {i}: alone {a}, in the batch {b}"
+                    );
+                }
+            }
+        }
+    }
+}
