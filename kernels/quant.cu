@@ -2465,22 +2465,32 @@ __device__ __forceinline__ void mmq_k4(MMQ_ARGS) {
     const int row0 = blockIdx.x * BM, nblocks = cols / 256;
     const long long row_bytes = (long long)nblocks * W::TS;
     const int r0 = warp * 16 + g, r1 = r0 + 8;
-    // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): two threads a
-    // weight row (pieces c ≡ tid mod 2 of its block b), 2 · BM / 32 a token (pieces c ≡ tid
-    // mod that of the first MMQ_AS bytes of its Q8_K block b), so each thread forms one
-    // address a step; a group a call, empty past the last step (mmq_pipeline).
+    // Step b's copies, in 16-byte pieces (TS and Q8_K_BYTES are multiples of 16): the BM rows'
+    // blocks b as BM · TS / 16 pieces, piece p = tid + 2 · BM · k of row p / (TS / 16), so a
+    // warp's 32 pieces are ~3.6 rows' whole blocks, a few L2 requests of several sectors each
+    // (two threads a row, 16 rows a warp instruction, made 16 requests of one sector: L2 at
+    // 83% and DRAM at 40% in the expert products, call AY); 2 · BM / 32 threads a token (pieces
+    // c ≡ tid mod that of the first MMQ_AS bytes of its Q8_K block b); a group a call, empty
+    // past the last step (mmq_pipeline).
     constexpr int TPT = 2 * BM / BN, NJ = BN / 8;
     static_assert(TPT * BN == 2 * BM && (BM == 64 || BM == 128) && (BN == 16 || BN == 32),
                   "mmq_k4's copies: 2 · BM threads, 16 or 32 tokens");
     auto issue = [&](const u8* wt, int b, const int* xr) {
-        constexpr int WP = W::TS / 16;
+        constexpr int WP = W::TS / 16, NP = BM * WP, NT = 2 * BM;
         if (b < nblocks) {
-            const int r = tid >> 1, c0 = tid & 1;
-            const u8* src = wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * W::TS + 16 * c0;
-            u8* dst = raw2[b % S] + r * W::TS + 16 * c0;
-#pragma unroll
-            for (int k = 0; k < (WP + 1) / 2; ++k)
-                if (c0 + 2 * k < WP) cp_async16(dst + 32 * k, src + 32 * k);
+            const u8* src = wt + (long long)b * W::TS;
+            u8* dst = raw2[b % S];
+            // The pieces' rows and offsets are formed again each step, one piece at a time:
+            // hoisted out of the step loop or unrolled they held more registers and the fit
+            // kernels spilled (ptxas, sm_90a).
+            int t = tid;
+            asm volatile("" : "+r"(t));
+#pragma unroll 1
+            for (int k = 0; k < (NP + NT - 1) / NT; ++k) {
+                const int p = t + NT * k, r = p / WP, c = p - r * WP;
+                if (NP % NT == 0 || p < NP)
+                    cp_async16(dst + 16 * p, src + (long long)min(row0 + r, rows - 1) * row_bytes + 16 * c);
+            }
             stage_q8k<MMQ_AS, true, TPT>(as2[b % S], act, xr, act_stride, b);
         }
         cp_async_commit();
@@ -2609,19 +2619,23 @@ __device__ __forceinline__ void mmq_q6k_wide(MMQ_ARGS) {
     auto block_at = [&](const u8* wt, int r, int b) {
         return (size_t)(wt + (long long)min(row0 + r, rows - 1) * row_bytes + (long long)b * 210);
     };
-    // Two threads a row (pieces c ≡ tid mod 2; the last stops at the block's end), TPT a
-    // token; a group a call, empty past the last step (mmq_pipeline).
+    // The 128 rows' Q6K_RAW-byte spans as 128 · 14 sixteen-byte pieces, piece p = tid + 256 · k
+    // of row p / 14 (the last of a row stops at the block's end), so a warp's pieces are ~2.3
+    // rows' whole spans (as mmq_k4's copies, call AY); TPT threads a token; a group a call,
+    // empty past the last step (mmq_pipeline).
     auto issue = [&](const u8* wt, int b, const int* xr) {
+        constexpr int WP = Q6K_RAW / 16, NP = 128 * WP;
+        static_assert(NP % 256 == 0, "mmq_q6k_wide's copies: whole passes of 256 threads");
         if (b < nblocks) {
-            const int r = tid >> 1, c0 = tid & 1;
-            const size_t a = block_at(wt, r, b);
-            const int sh = (int)(a & 15);
-            const u8* src = (const u8*)(a - sh) + 16 * c0;
-            u8* dst = raw[b % S] + r * Q6K_ROW + 16 * c0;
-#pragma unroll
-            for (int k = 0; k < Q6K_RAW / 32; ++k) {
-                const int p = c0 + 2 * k;
-                cp_async16_n(dst + 32 * k, src + 32 * k, p < Q6K_RAW / 16 - 1 ? 16 : sh + 210 - 16 * p);
+            int t = tid;  // formed again each step, one piece at a time, as mmq_k4's copies
+            asm volatile("" : "+r"(t));
+#pragma unroll 1
+            for (int k = 0; k < NP / 256; ++k) {
+                const int p = t + 256 * k, r = p / WP, c = p - r * WP;
+                const size_t a = block_at(wt, r, b);
+                const int sh = (int)(a & 15);
+                cp_async16_n(raw[b % S] + r * Q6K_ROW + 16 * c, (const u8*)(a - sh) + 16 * c,
+                             c < WP - 1 ? 16 : sh + 210 - 16 * c);
             }
             stage_q8k<MMQ_AS, true, TPT>(as2[b % S], act, xr, act_stride, b);
         }

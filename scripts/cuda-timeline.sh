@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Where a decode step's time goes as it really runs: Nsight Systems traces the CUDA graphs'
-# nodes (`--cuda-graph-trace=node`), so each kernel's duration is its own inside a graph replay
-# with programmatic dependent launch and the second stream, caches warm (ncu, in
-# scripts/cuda-profile.sh, serializes launches and so overstates the small kernels). On a
-# synthetic file with GLM-5's real shapes (scripts/profile-file.sh: 1 dense + PROFILE_MOE MoE
-# layers), `glint bench -p 16 -n N -d DEPTH`; the decode steps are split at each step's first
-# kernel (the embedding row gather). Writes $OUT/timeline.txt: per step the span (first start to
-# the next step's first start), the time some kernel runs and the kernels' summed durations;
-# per kernel its mean time a step; one median step in launch order with its gaps. The raw trace
-# is $OUT/trace.csv.xz. DEPTH (default 0), STEPS (default 32), PROFILE_ARGS (more bench options).
+# Where a decode step's time goes as it really runs: scripts/cupti_trace.c, a CUDA injection
+# library built here against the machine's CUPTI, records every kernel's start and end,
+# graph nodes included, so each kernel's duration is its own inside a graph replay with
+# programmatic dependent launch and the second stream, caches warm (ncu, in
+# scripts/cuda-profile.sh, serializes launches and so overstates the small kernels; the device
+# machines have no Nsight Systems). On a synthetic file with GLM-5's real shapes
+# (scripts/profile-file.sh: 1 dense + PROFILE_MOE MoE layers), `glint bench -p 16 -n N -d
+# DEPTH`; the decode steps are split at each step's first kernel (the embedding row gather).
+# Writes $OUT/timeline.txt: per step the span (first start to the next step's first start),
+# the time some kernel runs and the kernels' summed durations; per kernel its mean time a
+# step; one median step in launch order with its gaps. The raw trace is $OUT/trace.csv.xz.
+# DEPTH (default 0), STEPS (default 32), PROFILE_ARGS (more bench options).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/cuda-timeline}
@@ -18,12 +20,19 @@ f=$(scripts/profile-file.sh)
 export GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/glint-kernels}
 cmd=($G bench -m "$f" --device cuda -p 16 -n "${STEPS:-32}" -d "${DEPTH:-0}" -b 1 -r 1 ${PROFILE_ARGS:-})
 RUST_LOG=warn "${cmd[@]}" > "$out/bench.txt" 2>&1
-nsys --version > "$out/nsys-version.txt" 2>&1
-nsys profile --trace=cuda --cuda-graph-trace=node --sample=none --cpuctxsw=none \
-  -o "$out/tl" -f true "${cmd[@]}" > "$out/nsys.log" 2>&1
-echo "nsys rc=$?" >> "$out/nsys.log"
-nsys stats --report cuda_gpu_trace --format csv --output "$out/tl" "$out/tl.nsys-rep" >> "$out/nsys.log" 2>&1
-mv "$out"/tl_cuda_gpu_trace*.csv "$out/trace.csv" 2>/dev/null
+cuda=${CUDA_HOME:-/usr/local/cuda}
+first() { local f=$1; shift; for d in "$@"; do [ -d "$d" ] && find -L "$d" -name "$f" -print -quit 2>/dev/null; done | head -1; }
+hdr=$(first cupti_activity.h "$cuda/extras" "$cuda/include" "$cuda/" /usr/local/lib /usr/lib)
+cupti=$(dirname "$hdr")
+so_cupti=$(first 'libcupti.so*' "$cupti/.." "$cuda/" /usr/local/lib /usr/lib)
+lib=$(dirname "$so_cupti")
+krec=$(grep -o '} CUpti_ActivityKernel[0-9]*;' "$hdr" | tr -d '}; ' | sort -V | tail -1)
+so=/tmp/libglint_cupti.so
+gcc -O2 -shared -fPIC -DKREC="$krec" -I"$cuda/include" -I"$cupti" scripts/cupti_trace.c \
+  -L"$lib" -l:"$(basename "$so_cupti")" -Wl,-rpath,"$lib" -o "$so" > "$out/build.log" 2>&1
+echo "cupti $hdr lib $so_cupti record $krec build rc=$?" >> "$out/build.log"
+CUDA_INJECTION64_PATH=$so GLINT_CUPTI_OUT="$out/trace.csv" RUST_LOG=warn "${cmd[@]}" > "$out/traced.txt" 2>&1
+echo "traced run rc=$?" >> "$out/build.log"
 python3 - "$out/trace.csv" "${STEPS:-32}" > "$out/timeline.txt" <<'PY'
 import csv, sys, collections, statistics
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -74,4 +83,3 @@ for s, d, nm, st in med[3]:
 PY
 head -40 "$out/timeline.txt"
 xz -f -9 "$out/trace.csv"
-rm -f "$out/tl.nsys-rep" "$out"/tl*.sqlite
