@@ -1283,7 +1283,8 @@ fn mmid_rows(rows: usize, n_used: usize) -> usize {
 /// group, rows a multiple of MV_RPW. GLM-5's per-head products in decode are such rows
 /// (`attn_k_b` 6 Q8_0 blocks, `attn_v_b` 16), on which `mmid_*` keeps only 6 and 16 of a warp's
 /// 32 lanes reading: 6.7 MB in 12.1 µs and 8.9 MB in 8.5 µs (call AU, H100). The bits are the
-/// plain kernel's.
+/// plain kernel's; tg64 moved within its spread (call AY, docs/performance.md), the same bytes
+/// read with a quarter or half of the warps.
 fn short_groups(ty: GgmlType, cols: usize, rows: usize, ks: usize) -> usize {
     let one_unit_blocks = ty.block_size() == 32 && kind(ty).is_some_and(|k| k.mmq.is_some());
     if !one_unit_blocks || ks != 1 || !rows.is_multiple_of(MV_RPW) || short_off() {
