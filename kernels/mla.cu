@@ -936,7 +936,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     }
     // Output: dims [pt·dv/NQ, (pt + 1)·dv/NQ) in nj chunks of 64 (8 n-tiles each); lane (g4, t4)
     // holds rows ra = 16·mt + g4 and rb = ra + 8 at dims n0 + 2·t4, + 1 of each n-tile.
-    const int nj = dv >> (6 + LQ), dhalf = pt * (dv >> LQ);
+    const int nj = dv >> (6 + LQ), dpart = pt * (dv >> LQ);
     const int ra = 16 * mt + g4, rb = ra + 8;
     const bool oka = ra < hg, okb = rb < hg;
     float acc[JN][8][4];
@@ -956,7 +956,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
     const u16* qa = qh + (16 * mt + lr + 8 * l1) * st + 8 * l2;
     const u16* kb_lds = kh + (8 * NT * pt + lr + 8 * l2) * st + 8 * l1;
     const u16* pa = ph + (16 * mt + lr + 8 * l1) * MLA_PST + 8 * l2;
-    const u16* va = kh + (lr + 8 * l1) * st + dhalf + 8 * l2;
+    const u16* va = kh + (lr + 8 * l1) * st + dpart + 8 * l2;
     const int cpr = dk / 8;  // 16-byte chunks a key row
     int cur = 0;
     for (long long kb = k_begin; kb < k_end; kb += MLA_KT64, cur ^= 1) {
@@ -1124,7 +1124,7 @@ __device__ __forceinline__ void mla_attention_mma64x64(const float* q, const flo
             if (j < nj)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const int d = dhalf + 64 * j + 8 * i + 2 * t4;
+                    const int d = dpart + 64 * j + 8 * i + 2 * t4;
                     dst[d] = acc[j][i][2 * hh] * inv;
                     dst[d + 1] = acc[j][i][2 * hh + 1] * inv;
                 }
@@ -1140,6 +1140,7 @@ MLA_MMA_KERNEL(mla_attention_mma64x64, f16, MLA_THREADS, CACHE_F16, 2)
 MLA_MMA_KERNEL(mla_attention_mma64x64, bf16, MLA_THREADS, CACHE_BF16, 2)
 // 16 warps: each a quarter of the tile's keys and of dv (64 accumulators, at most 128 registers),
 // twice the warps a multiprocessor to hide the latencies the 8-warp kernel waits on (Nsight,
-// docs/performance.md). GLINT_CUDA_MLA_H64_WARPS=16; needs dv % 256 == 0.
+// docs/performance.md). The default where dv % 256 == 0; GLINT_CUDA_MLA_H64_WARPS=8 takes the
+// 8-warp kernel.
 MLA_MMA_KERNEL(mla_attention_mma64x64, w16_f16, 2 * MLA_THREADS, CACHE_F16, 4)
 MLA_MMA_KERNEL(mla_attention_mma64x64, w16_bf16, 2 * MLA_THREADS, CACHE_BF16, 4)

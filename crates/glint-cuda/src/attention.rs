@@ -490,23 +490,15 @@ fn mla_mma64_smem(dk: usize) -> usize {
 /// Heads a block of `mla_attention_mma64x64_*` (kernels/mla.cu MLA_H64).
 const MLA_H64: usize = 64;
 
-/// Shared memory of `mla_attention_mma64x64_*` (kernels/mla.cu): MLA_H64 query rows and
-/// MLA_KT64 key rows of dk + 8 16-bit values, MLA_H64 rows of P, 8 · MLA_H64 floats, two tiles'
-/// MLA_KT64 i64 pool rows. The same for any number of heads up to MLA_H64.
-fn mla_mma64x64_smem(dk: usize) -> usize {
-    h64_smem::<2>(dk)
-}
-
-/// [`mla_mma64x64_smem`] of the 16-warp kernel (`_w16_`: four parts' maxima and sums).
-fn mla_mma64x64_w16_smem(dk: usize) -> usize {
-    h64_smem::<4>(dk)
-}
-
-/// Shared memory of the 64-head kernel whose warps split a tile in NQ parts (kernels/mla.cu).
-fn h64_smem<const NQ: usize>(dk: usize) -> usize {
+/// Shared memory of `mla_attention_mma64x64_*` (kernels/mla.cu) whose warps split a tile in
+/// `parts` (2: 8 warps; 4: the 16-warp `_w16_` kernel): MLA_H64 query rows and MLA_KT64 key
+/// rows of dk + 8 16-bit values, MLA_H64 rows of P, (2 · parts + 4) · MLA_H64 floats (the parts'
+/// maxima and sums, the query's scales), two tiles' MLA_KT64 i64 pool rows. The same for any
+/// number of heads up to MLA_H64.
+fn mla_mma64x64_smem(dk: usize, parts: usize) -> usize {
     2 * (MLA_H64 + MLA_KT64) * (dk + 8)
         + 2 * MLA_H64 * MLA_PST
-        + 4 * (2 * NQ + 4) * MLA_H64
+        + 4 * (2 * parts + 4) * MLA_H64
         + 16 * MLA_KT64
 }
 
@@ -741,12 +733,18 @@ pub(crate) fn mla_attention(
     }
     .max(1);
     let tile64 = mma && mla_tile64_from(p.n_tokens).is_some_and(|from| l_max >= from);
+    // The 64-head kernel's parts of a tile: 4 with 16 warps, 2 with 8.
+    let parts = if dv.is_multiple_of(256) && h64_w16() {
+        4
+    } else {
+        2
+    };
     let h64 = mma
         && dv.is_multiple_of(128)
         && mla_h64(p.n_tokens)
         && mla_knob("GLINT_CUDA_MLA_HEADS").is_none()
-        && mla_mma64x64_smem(dk) <= lim.smem_optin;
-    let w16 = h64 && dv.is_multiple_of(256) && h64_w16();
+        && mla_mma64x64_smem(dk, parts) <= lim.smem_optin;
+    let w16 = h64 && parts == 4;
     let name = match cache.ty {
         CacheType::F16 if w16 => "mla_attention_mma64x64_w16_f16",
         _ if w16 => "mla_attention_mma64x64_w16_bf16",
@@ -762,11 +760,7 @@ pub(crate) fn mla_attention(
         // One block a multiprocessor fits (its shared memory), so the splits aim at one an SM.
         let keys = mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").unwrap_or(MLA_KT64);
         plan = plan_groups(p, l_max, h.min(MLA_H64), keys, lim.sm_count);
-        plan.smem = if w16 {
-            mla_mma64x64_w16_smem(dk)
-        } else {
-            mla_mma64x64_smem(dk)
-        };
+        plan.smem = mla_mma64x64_smem(dk, parts);
     } else if tile64 {
         // Splits of at least one tile, unless the plan's knob says otherwise.
         if mla_knob("GLINT_CUDA_MLA_SPLIT_KEYS").is_none() {
@@ -904,13 +898,13 @@ mod tests {
         assert!(!h64_on(Some(false), 512));
     }
 
-    /// GLM-5's rows (dk 576) in one block of 64 heads: 161,792 bytes, within a Hopper (227 KiB)
-    /// or A100 (163 KiB) block's opt-in shared memory; the plan gives a token's 64 heads one
-    /// group and a 512-token prompt one split.
+    /// GLM-5's rows (dk 576) in one block of 64 heads: 161,792 bytes with 8 warps, 162,816 with
+    /// 16, within a Hopper (227 KiB) or A100 (163 KiB) block's opt-in shared memory; the plan
+    /// gives a token's 64 heads one group and a 512-token prompt one split.
     #[test]
     fn heads64_plan_for_glm5() {
-        assert_eq!(mla_mma64x64_smem(576), 161_792);
-        assert_eq!(mla_mma64x64_w16_smem(576), 162_816);
+        assert_eq!(mla_mma64x64_smem(576, 2), 161_792);
+        assert_eq!(mla_mma64x64_smem(576, 4), 162_816);
         let p = AttnParams {
             n_tokens: 512,
             n_heads: 64,
