@@ -9,6 +9,15 @@ use glm5_model::{CpuBackend, Glm5};
 mod common;
 use common::glint;
 
+/// The two tests that write GiB-sized files take turns, and the grid-type one removes each file
+/// once checked: at most one 1.7 GiB file is on disk at a time (CI once ran out of disk with
+/// all of them side by side, ~6 GiB).
+static DISK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn disk_turn() -> std::sync::MutexGuard<'static, ()> {
+    DISK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// (name, ggml dims) of GLM-5's tensors for layer 0 dense and layer 1 MoE with 8 experts.
 fn expected() -> Vec<(String, Vec<u64>)> {
     let mut t: Vec<(String, Vec<u64>)> = vec![
@@ -78,6 +87,7 @@ fn synth_small(path: &std::path::Path, experts: &str, quant: Option<&str>) -> st
 
 #[test]
 fn synth_writes_glm5_geometry_that_loads_and_runs() {
+    let _turn = disk_turn();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("synth.gguf");
     let o = synth_small(&path, "8", None);
@@ -165,6 +175,7 @@ fn synth_refuses_bad_arguments() {
 
 #[test]
 fn synth_writes_random_blocks_for_grid_types_without_a_quantizer() {
+    let _turn = disk_turn();
     let dir = tempfile::tempdir().unwrap();
     for ty in ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s"] {
         let path = dir.path().join(format!("{ty}.gguf"));
@@ -197,5 +208,7 @@ fn synth_writes_random_blocks_for_grid_types_without_a_quantizer() {
         let rms = (w.iter().map(|v| v * v).sum::<f32>() / w.len() as f32).sqrt();
         assert!(w.iter().all(|v| v.is_finite()), "{ty}: finite");
         assert!(rms > 0.001 && rms < 0.1, "{ty}: rms {rms}");
+        drop(g);
+        std::fs::remove_file(&path).unwrap();
     }
 }
