@@ -206,12 +206,27 @@ const ROW_TILE: usize = 16;
 const BATCH_TILE: usize = 32;
 /// Fewest activation rows that take a GEMM tile (its 16 token lanes) over the multi-token
 /// kernels. Measured on an AMD EPYC Zen 4, Q4_K 6144 x 2048 (docs/performance.md).
-const GEMM_MIN_SLOTS: usize = 4;
+pub(crate) const GEMM_MIN_SLOTS: usize = 4;
 
 /// How many rows a parallel task gets: about four tasks per thread (so an uneven thread still
 /// finishes close to the others), never fewer than 16 rows (a task must amortise its start).
 pub(crate) fn chunk_rows(rows: usize, threads: usize) -> usize {
     rows.div_ceil(threads * 4).max(16).min(rows.max(1))
+}
+
+/// Rows per task of a GEMM (a prompt's product): whole 16-row tiles, about sixteen tasks a
+/// thread. A task computes every token, so with four a thread the last one ran alone for up
+/// to a quarter of a thread's share: on two Zen 3 cores one thread sat idle through ~3% of a
+/// 512-token prefill at the ends of its products (perf, docs/performance.md).
+pub(crate) fn gemm_chunk_rows(rows: usize, threads: usize) -> usize {
+    rows_in_parts(rows, threads * 16)
+}
+
+/// Rows per task when `rows` are cut into about `parts` tasks of whole 16-row tiles.
+pub(crate) fn rows_in_parts(rows: usize, parts: usize) -> usize {
+    rows.div_ceil(parts.max(1))
+        .next_multiple_of(ROW_TILE)
+        .min(rows.max(1))
 }
 
 /// out[o * out_stride + r] = W[r] . act[a] for r in `r0..r1` and every `(a, o) = slot(i)`,
@@ -393,7 +408,7 @@ fn gemm_once(
     let rows = w.rows;
     let rb = w.row_bytes();
     let out = OutPtr(y.as_mut_ptr());
-    let chunk = chunk_rows(rows, rayon::current_num_threads());
+    let chunk = gemm_chunk_rows(rows, rayon::current_num_threads());
     (0..rows.div_ceil(chunk)).into_par_iter().for_each(|c| {
         let (r0, r1) = (c * chunk, ((c + 1) * chunk).min(rows));
         (g.run)(

@@ -10,7 +10,8 @@ use rayon::prelude::*;
 use crate::dot;
 use crate::error::QuantError;
 use crate::matmul::{
-    check_len, chunk_rows, dot_tile, quantize_rows, MatmulScratch, OutPtr, QWeight,
+    check_len, chunk_rows, dot_tile, quantize_rows, rows_in_parts, MatmulScratch, OutPtr, QWeight,
+    GEMM_MIN_SLOTS,
 };
 
 /// For each token t and slot k, `y[(t * n_used + k) * rows ..][..rows] = W[ids[t * n_used + k]]
@@ -101,16 +102,28 @@ pub fn mul_mat_id(
         slots[*c as usize] = s as u32;
         *c += 1;
     }
-    // Tasks (expert, first row, end row): about four per thread over all selected experts.
+    // Tasks (expert, first row, end row). One slot an expert (decode): about four a thread
+    // over all selected experts, rows that stream from memory. More (a prompt): each expert's
+    // rows cut in proportion to its slots, about sixteen tasks a thread in all, so an expert
+    // that many tokens chose is not left running alone at the end.
     let threads = rayon::current_num_threads();
     let active = (0..n_expert).filter(|&e| start[e + 1] > start[e]).count();
     let chunk = chunk_rows(w.rows * active, threads).min(w.rows);
+    let by_slots = n_slots >= GEMM_MIN_SLOTS * active;
+    let total = (threads * 16) as u64;
     tasks.clear();
     for e in 0..n_expert {
-        if start[e + 1] > start[e] {
-            for r0 in (0..w.rows).step_by(chunk) {
-                tasks.push((e as u32, r0 as u32, (r0 + chunk).min(w.rows) as u32));
-            }
+        let mine = (start[e + 1] - start[e]) as u64;
+        if mine == 0 {
+            continue;
+        }
+        let chunk = if by_slots {
+            rows_in_parts(w.rows, (mine * total).div_ceil(n_slots as u64) as usize)
+        } else {
+            chunk
+        };
+        for r0 in (0..w.rows).step_by(chunk) {
+            tasks.push((e as u32, r0 as u32, (r0 + chunk).min(w.rows) as u32));
         }
     }
 
