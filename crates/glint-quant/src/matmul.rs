@@ -361,7 +361,11 @@ pub fn matmul(
         }
     }
     let out = OutPtr(y.as_mut_ptr());
-    let chunk = chunk_rows(rows, threads);
+    let chunk = if batch >= GEMM_MIN_SLOTS {
+        gemm_chunk_rows(rows, threads)
+    } else {
+        chunk_rows(rows, threads)
+    };
     let n_chunks = rows.div_ceil(chunk);
     (0..n_chunks).into_par_iter().for_each(|c| {
         let (r0, r1) = (c * chunk, ((c + 1) * chunk).min(rows));

@@ -187,6 +187,23 @@ pub(crate) fn gather_rows(
     move_rows("gather_rows", src, dim, n, dst, |i| (rows[i] as usize, i))
 }
 
+/// Elements from which an element-wise op runs over the pool (a prompt's sizes; a decode
+/// step's stay on the calling thread), and the elements of one task.
+pub(crate) const PAR_MIN: usize = 1 << 16;
+const CHUNK: usize = 1 << 14;
+
+/// `a[i] += b[i]`.
+pub(crate) fn add(a: &mut [f32], b: &[f32]) {
+    let run = |(x, y): (&mut [f32], &[f32])| x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+    if a.len() >= PAR_MIN {
+        a.par_chunks_mut(CHUNK)
+            .zip(b.par_chunks(CHUNK))
+            .for_each(run);
+    } else {
+        run((a, b));
+    }
+}
+
 pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
     need("silu_mul", "gate", n, g.len())?;
     need("silu_mul", "up", n, u.len())?;
@@ -199,9 +216,8 @@ pub(crate) fn silu_mul(g: &[f32], u: &[f32], n: usize, out: &mut [f32]) -> Resul
     // A prompt's experts give millions of elements (512 tokens × 8 × 2048), an `expf` each:
     // on one thread that was ~1% of a 512-token prefill with the other core idle. Element by
     // element, so the split cannot change a bit.
-    const CHUNK: usize = 1 << 14;
     let (o, g, u) = (&mut out[..n], &g[..n], &u[..n]);
-    if n >= 4 * CHUNK {
+    if n >= PAR_MIN {
         o.par_chunks_mut(CHUNK)
             .zip(g.par_chunks(CHUNK).zip(u.par_chunks(CHUNK)))
             .for_each(run);
@@ -224,9 +240,23 @@ pub(crate) fn copy2d(
     }
     from.check("copy2d", "src", rows, cols, src.len())?;
     to.check("copy2d", "dst", rows, cols, dst.len())?;
-    for r in 0..rows {
-        let (s, d) = (from.off + r * from.stride, to.off + r * to.stride);
-        dst[d..d + cols].copy_from_slice(&src[s..s + cols]);
+    let row = |(r, d): (usize, &mut [f32])| {
+        let s = from.off + r * from.stride;
+        d[..cols].copy_from_slice(&src[s..s + cols]);
+    };
+    // Rows of the destination as disjoint slices (stride ≥ cols), over the pool for a
+    // prompt's sizes (the query split of a 512-token step moves 32 MB).
+    if to.stride >= cols && rows * cols >= PAR_MIN {
+        dst[to.off..]
+            .par_chunks_mut(to.stride)
+            .take(rows)
+            .enumerate()
+            .for_each(row);
+    } else {
+        for r in 0..rows {
+            let d = to.off + r * to.stride;
+            row((r, &mut dst[d..d + cols]));
+        }
     }
     Ok(())
 }
