@@ -102,10 +102,10 @@ pub fn mul_mat_id(
         slots[*c as usize] = s as u32;
         *c += 1;
     }
-    // Tasks (expert, first row, end row). One slot an expert (decode): about four a thread
-    // over all selected experts, rows that stream from memory. More (a prompt): each expert's
-    // rows cut in proportion to its slots, about sixteen tasks a thread in all, so an expert
-    // that many tokens chose is not left running alone at the end.
+    // Tasks (expert, first row, end row). Under four slots an expert on average (decode):
+    // about four a thread over all selected experts, rows that stream from memory. More (a
+    // prompt): each expert's rows cut in proportion to its slots, about sixteen tasks a thread
+    // in all, so an expert that many tokens chose is not left running alone at the end.
     let threads = rayon::current_num_threads();
     let active = (0..n_expert).filter(|&e| start[e + 1] > start[e]).count();
     let chunk = chunk_rows(w.rows * active, threads).min(w.rows);
