@@ -10,6 +10,9 @@ the kernels).
     perf record -F 149 --call-graph dwarf,32768 -o /tmp/pp.perf \
         target/release/glint bench -m FILE.gguf -p 512 -n 0 -r 1
     perf script -i /tmp/pp.perf -F tid,time,ip,sym > /tmp/pp.txt
+
+(Without `--call-graph` each sample is its top frame only: cheaper, so a higher `-F` and
+shorter windows suit a decode step's millisecond products.)
     python3 scripts/perf_idle_windows.py /tmp/pp.txt [--window-ms 20] [--after tile_k4]
 
 `--after SYMBOL` starts the count at the first sample whose top frame contains SYMBOL (skips
@@ -33,9 +36,12 @@ def samples(path):
                 yield cur
             cur = None
             continue
-        m = re.match(r"^\s*(\d+)\s+([\d.]+):", line)
+        m = re.match(r"^\s*(\d+)\s+([\d.]+):\s*(?:[0-9a-f]+\s+(.*))?$", line)
         if m:
-            cur = (float(m.group(2)), int(m.group(1)), [])
+            # A new sample; without call graphs its one frame is on the same line.
+            if cur:
+                yield cur
+            cur = (float(m.group(2)), int(m.group(1)), [m.group(3)] if m.group(3) else [])
         elif cur is not None:
             parts = line.strip().split(None, 1)
             if len(parts) == 2:
