@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Device call BC (same binaries as call BB): the one-token products' launch knobs on the
+# per-MoE-layer anchor, tg64 of the 3 dense + 4 MoE and 3 + 2 files (one MoE layer = the
+# difference / 2), bf16 + fp8 caches, each setting twice in alternating rounds:
+# GLINT_CUDA_MV_WARPS (warps a multiprocessor before a row group is split: 16 default),
+# GLINT_CUDA_MMID_STAGE=1 (staged expert products), GLINT_CUDA_MV_STAGE=all (every one-token
+# product staged); then a decode step's CUPTI timeline at depth 0 and 16384.
+export NCCL_NVLS_ENABLE=0 RUST_LOG=warn GLINT_REPO=$PWD GLINT_KERNEL_CACHE=/tmp/kc
+R=/tmp/res; mkdir -p $R
+S=$(date +%s); t() { echo "$(date -u +%T) $1 $(( $(date +%s)-S ))s" >> $R/timeline.txt; tar -cJf $OUT/all.tar.xz -C $R .; }
+LIMIT=${1:-570}; left() { echo $(( LIMIT - ($(date +%s)-S) )); }
+B() { [ $(left) -gt 10 ] && timeout $(( $(left) - 5 )) "$@"; }
+tar -xJf device-pack/bin.tar.xz
+{ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv; cat device-bin/COMMIT; nproc; } >> $R/timeline.txt; t untar
+G=device-bin/glint
+( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
+( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
+wait $s1 $s2; t synth
+BF="--cache-type bf16 --cache-type-index fp8"
+# Warm the kernel cache (ptxas of quant.cu) outside the timed rows.
+B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+{ for r in 1 2; do
+  for cfg in "" "GLINT_CUDA_MV_WARPS=8" "GLINT_CUDA_MV_WARPS=24" "GLINT_CUDA_MV_WARPS=32" "GLINT_CUDA_MMID_STAGE=1" "GLINT_CUDA_MV_STAGE=all"; do
+    [ $(left) -gt 120 ] || break 2
+    for m in 34 32; do
+      echo "== round $r s$m ${cfg:-default}"
+      env $cfg $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
+    done
+  done
+done; } > $R/knobs.txt 2>&1; t knobs
+rm -f /tmp/s32.gguf /tmp/s34.gguf
+OUT=$R/timeline-d0 DEPTH=0 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d0 rc=$?"
+OUT=$R/timeline-d16k DEPTH=16384 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d16k rc=$?"
