@@ -4,19 +4,8 @@
 # llama-cpp-python 0.3.36 sdist) side by side on the 3 dense + 4 MoE and 3 + 2 files: pp512 on
 # glint's default and cuBLAS prompt paths, tg64 at depth 0 and 16384, glint before and after
 # llama.cpp so a drift of the GPU shows; (3) a decode step's CUPTI timeline at depth 16384.
-export NCCL_NVLS_ENABLE=0 RUST_LOG=warn GLINT_REPO=$PWD GLINT_KERNEL_CACHE=/tmp/kc
-R=/tmp/res; mkdir -p $R
-S=$(date +%s); t() { echo "$(date -u +%T) $1 $(( $(date +%s)-S ))s" >> $R/timeline.txt; tar -cJf $OUT/all.tar.xz -C $R .; }
-LIMIT=${1:-570}; left() { echo $(( LIMIT - ($(date +%s)-S) )); }
-B() { [ $(left) -gt 10 ] && timeout $(( $(left) - 5 )) "$@"; }
-tar -xJf device-pack/bin.tar.xz
-{ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv; cat device-bin/COMMIT; nproc; } >> $R/timeline.txt; t untar
-lsrc=/tmp/llama-src; mkdir -p $lsrc && tar -xJf device-pack/llama.cpp.tar.xz -C $lsrc
-( cd $lsrc/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_OPENSSL=OFF && cmake --build build -j 10 --target llama-bench
-) > $R/llama-build.log 2>&1 &
+source scripts/device-call-lib.sh "${1:-570}"
+llama_build &
 build=$!
 G=device-bin/glint
 ( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
@@ -31,7 +20,6 @@ pp() { for m in 34 32; do for g in 0 128; do
   for m in 34 32; do echo "== s$m tg64"; B $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0,16384 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"; done
 } > $R/glint.txt 2>&1; t glint1
 wait $build; t "llama.cpp build rc=$?"
-LB=$lsrc/llama.cpp/build/bin/llama-bench
 for m in 34 32; do
   B $LB -m /tmp/s$m.gguf -ngl 99 -p 512 -n 64 -d 0,16384 -r 3 -o md > $R/llama-$m.md 2> $R/llama-$m.err; t "llama-bench s$m rc=$?"
 done

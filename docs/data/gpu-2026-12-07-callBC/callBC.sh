@@ -5,13 +5,7 @@
 # GLINT_CUDA_MV_WARPS (warps a multiprocessor before a row group is split: 16 default),
 # GLINT_CUDA_MMID_STAGE=1 (staged expert products), GLINT_CUDA_MV_STAGE=all (every one-token
 # product staged); then a decode step's CUPTI timeline at depth 0 and 16384.
-export NCCL_NVLS_ENABLE=0 RUST_LOG=warn GLINT_REPO=$PWD GLINT_KERNEL_CACHE=/tmp/kc
-R=/tmp/res; mkdir -p $R
-S=$(date +%s); t() { echo "$(date -u +%T) $1 $(( $(date +%s)-S ))s" >> $R/timeline.txt; tar -cJf $OUT/all.tar.xz -C $R .; }
-LIMIT=${1:-570}; left() { echo $(( LIMIT - ($(date +%s)-S) )); }
-B() { [ $(left) -gt 10 ] && timeout $(( $(left) - 5 )) "$@"; }
-tar -xJf device-pack/bin.tar.xz
-{ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv; cat device-bin/COMMIT; nproc; } >> $R/timeline.txt; t untar
+source scripts/device-call-lib.sh "${1:-570}"
 G=device-bin/glint
 ( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
 ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!

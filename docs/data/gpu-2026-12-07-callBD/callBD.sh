@@ -3,13 +3,7 @@
 # started for BB through the session, and each failed start cost 1-3 minutes of the budget):
 # (1) every CUDA test binary at the session's head (scripts/cuda-tests.sh), (2) glint pp512 on
 # both prompt paths and tg64 on the 3 dense + 4 MoE file, bf16 + fp8 caches.
-export NCCL_NVLS_ENABLE=0 RUST_LOG=warn GLINT_REPO=$PWD GLINT_KERNEL_CACHE=/tmp/kc
-R=/tmp/res; mkdir -p $R
-S=$(date +%s); t() { echo "$(date -u +%T) $1 $(( $(date +%s)-S ))s" >> $R/timeline.txt; tar -cJf $OUT/all.tar.xz -C $R .; }
-LIMIT=${1:-300}; left() { echo $(( LIMIT - ($(date +%s)-S) )); }
-B() { [ $(left) -gt 10 ] && timeout $(( $(left) - 5 )) "$@"; }
-tar -xJf device-pack/bin.tar.xz
-{ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv; cat device-bin/COMMIT; nproc; } >> $R/timeline.txt; t untar
+source scripts/device-call-lib.sh "${1:-300}"
 G=device-bin/glint
 ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
 OUT=$R/tests B bash scripts/cuda-tests.sh > $R/tests.txt 2>&1; t "tests rc=$?"

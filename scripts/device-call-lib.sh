@@ -1,0 +1,38 @@
+# Sourced by a device call's script (docs/data/*/call*.sh) on the GPU machine, from the
+# repository root with device-pack/ carried: what every call repeats. `source
+# scripts/device-call-lib.sh LIMIT` gives
+#   R            the results folder, packed into $OUT/all.tar.xz at every `t` (so a call cut
+#                short still returns what it had);
+#   t LABEL      a line in $R/timeline.txt with the seconds since the start;
+#   left         seconds left of LIMIT;
+#   B CMD...     CMD under a timeout of what is left minus 5 s, or nothing with 10 s or less left;
+#   llama_build  builds llama-bench from device-pack/llama.cpp.tar.xz (scripts/llamacpp-pack.sh)
+#                into $LB, log in $R/llama-build.log (about 5 minutes on 16 cores: run it in the
+#                background);
+# and unpacks device-pack/bin.tar.xz (scripts/cuda-build.sh's device-bin/), noting the GPU,
+# driver, commit and core count in the timeline.
+export NCCL_NVLS_ENABLE=0 RUST_LOG=warn GLINT_REPO=$PWD GLINT_KERNEL_CACHE=${GLINT_KERNEL_CACHE:-/tmp/kc}
+R=/tmp/res
+mkdir -p "$R"
+S=$(date +%s)
+LIMIT=${1:-570}
+LB=/tmp/llama-src/llama.cpp/build/bin/llama-bench
+t() { echo "$(date -u +%T) $1 $(($(date +%s) - S))s" >> "$R/timeline.txt"; tar -cJf "$OUT/all.tar.xz" -C "$R" .; }
+left() { echo $((LIMIT - ($(date +%s) - S))); }
+B() { [ "$(left)" -gt 10 ] && timeout $(($(left) - 5)) "$@"; }
+llama_build() {
+  local src=/tmp/llama-src
+  mkdir -p $src && tar -xJf device-pack/llama.cpp.tar.xz -C $src
+  (cd $src/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_OPENSSL=OFF && cmake --build build -j 10 --target llama-bench) \
+    > "$R/llama-build.log" 2>&1
+}
+tar -xJf device-pack/bin.tar.xz
+{
+  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv
+  cat device-bin/COMMIT
+  nproc
+} >> "$R/timeline.txt" 2>&1
+t untar
