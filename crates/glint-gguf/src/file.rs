@@ -209,6 +209,56 @@ impl Gguf {
         Ok((t, self.tensor_data(t)))
     }
 
+    /// Reads every shard into memory now, touching one byte of each 4 KiB page through the
+    /// map (two threads from the rayon pool, a progress line every 8 GiB). A backend that
+    /// computes from the mapped bytes in place (the CPU's) otherwise pays for pages on first
+    /// touch, and in a MoE model that is spread over the first many tokens (each reaches
+    /// experts no token read before): on a cold page cache a 2-core Zen 3 decoded a 3.5 GiB
+    /// file's first tg32 repetition at ~6 tok/s against 9.3 warm. llama.cpp maps with
+    /// `MAP_POPULATE` for the same reason (`madvise(MADV_WILLNEED)` returned at once there and
+    /// read nothing in). Skipped, with a line saying so, when the model is larger than the
+    /// memory the OS says is available: touching it all would only evict its first pages.
+    pub fn prefetch(&self) {
+        use rayon::prelude::*;
+        const PAGE: usize = 4096;
+        const PIECE: usize = 64 << 20;
+        let total: usize = self.shards.iter().map(|s| s.bytes().len()).sum();
+        if let Some(avail) = available_memory() {
+            if total as u64 > avail {
+                tracing::info!(
+                    model_gib = total as f64 / (1u64 << 30) as f64,
+                    available_gib = avail as f64 / (1u64 << 30) as f64,
+                    "not prefetching weights: the model is larger than available memory"
+                );
+                return;
+            }
+        }
+        let started = Instant::now();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        for shard in &self.shards {
+            shard.bytes().par_chunks(PIECE).for_each(|piece| {
+                let mut x = 0u8;
+                for off in (0..piece.len()).step_by(PAGE) {
+                    x ^= piece[off];
+                }
+                std::hint::black_box(x);
+                let before = done.fetch_add(piece.len(), std::sync::atomic::Ordering::Relaxed);
+                if (before + piece.len()) >> 33 > before >> 33 {
+                    tracing::info!(
+                        gib = (before + piece.len()) >> 30,
+                        of_gib = total >> 30,
+                        "prefetching weights"
+                    );
+                }
+            });
+        }
+        tracing::debug!(
+            gib = total as f64 / (1u64 << 30) as f64,
+            secs = started.elapsed().as_secs_f64(),
+            "weights prefetched"
+        );
+    }
+
     /// Shard paths ordered by `split.no`.
     pub fn shard_paths(&self) -> Vec<&Path> {
         self.shards.iter().map(|s| s.path.as_path()).collect()
@@ -298,4 +348,13 @@ fn open_split(path: &Path, name: &SplitName) -> Result<Vec<Shard>> {
     }
     // `count` files with distinct split.no values below `count` fill every slot.
     Ok(slots.into_iter().flatten().collect())
+}
+
+/// Bytes of memory the OS reports available (Linux: `MemAvailable` in /proc/meminfo); None
+/// where it does not say.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
 }

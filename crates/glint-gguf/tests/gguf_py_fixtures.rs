@@ -8,7 +8,10 @@ use common::{fixture, hex_decode, json_bits_eq, read_json, value_json};
 use glint_gguf::{GgmlType, Gguf};
 
 fn check_against_gguf_py(model: &str, open_path: &str) {
-    let g = Gguf::open(fixture(open_path)).unwrap();
+    check_opened(model, &Gguf::open(fixture(open_path)).unwrap());
+}
+
+fn check_opened(model: &str, g: &Gguf) {
     let expected = read_json(&format!("{model}.expected.json"));
     let extra = read_json(&format!("{model}.extra.json"));
 
@@ -123,6 +126,20 @@ fn split_model_opens_from_any_shard() {
                 "split-00003-of-00003.gguf"
             ]
         );
+    }
+}
+
+/// `prefetch` (what a CPU model load runs first) only reads the maps: afterwards every shard's
+/// tensors still hold the bytes gguf-py wrote, and the metadata reads as gguf-py's.
+#[test]
+fn prefetched_model_still_matches_gguf_py() {
+    for (model, path) in [
+        ("all_types", "all_types.gguf"),
+        ("split", "split-00002-of-00003.gguf"),
+    ] {
+        let g = Gguf::open(fixture(path)).unwrap();
+        g.prefetch();
+        check_opened(model, &g);
     }
 }
 

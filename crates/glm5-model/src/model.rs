@@ -152,6 +152,11 @@ impl<'a, B: Backend> Model<'a, B> {
                 "uploading weights"
             );
         }
+        if backend.device_memory().is_none() {
+            // Host backends compute from the mapped file in place: read it in now rather than
+            // on the first tokens (Gguf::prefetch).
+            gguf.prefetch();
+        }
         let t = std::time::Instant::now();
         let w = ModelWeights::bind_shard(gguf, &backend, &cfg, shard)?;
         tracing::info!(
