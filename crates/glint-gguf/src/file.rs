@@ -210,7 +210,7 @@ impl Gguf {
     }
 
     /// Reads every shard into memory now, touching one byte of each 4 KiB page through the
-    /// map (two threads from the rayon pool, a progress line every 8 GiB). A backend that
+    /// map (on the rayon pool's threads, a progress line every 8 GiB). A backend that
     /// computes from the mapped bytes in place (the CPU's) otherwise pays for pages on first
     /// touch, and in a MoE model that is spread over the first many tokens (each reaches
     /// experts no token read before): on a cold page cache a 2-core Zen 3 decoded a 3.5 GiB
