@@ -11,9 +11,10 @@ the kernels).
         target/release/glint bench -m FILE.gguf -p 512 -n 0 -r 1
     perf script -i /tmp/pp.perf -F tid,time,ip,sym > /tmp/pp.txt
 
+    python3 scripts/perf_idle_windows.py /tmp/pp.txt [--window-ms 20] [--after tile_k4]
+
 (Without `--call-graph` each sample is its top frame only: cheaper, so a higher `-F` and
 shorter windows suit a decode step's millisecond products.)
-    python3 scripts/perf_idle_windows.py /tmp/pp.txt [--window-ms 20] [--after tile_k4]
 
 `--after SYMBOL` starts the count at the first sample whose top frame contains SYMBOL (skips
 the model load, which is single-threaded by nature).
