@@ -21,7 +21,7 @@ use glint_gguf::GgmlType;
 
 use super::avx2_iq1::{iq1_m_cols, iq1_m_impl, iq1_s_impl};
 use super::avx2_iq_signed::{
-    signed_cols, signed_one, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid,
+    parity_one, signed_cols, signed_one, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid,
 };
 use super::avx2_unit32::{unit32_rows_impl, Iq4Nl, Mxfp4, Unit32, Q41, Q50, Q51};
 use super::x86_util::*;
@@ -234,23 +234,23 @@ unit32_kernels!(q5_0, q5_0_rows, Q50);
 unit32_kernels!(q5_1, q5_1_rows, Q51);
 unit32_kernels!(iq4_nl, iq4_nl_rows, Iq4Nl);
 unit32_kernels!(mxfp4, mxfp4_rows, Mxfp4);
-/// A [`SignedGrid`] type's one-token and multi-token entry points.
+/// A [`SignedGrid`] type's one-token (`$kernel`) and multi-token entry points.
 macro_rules! signed_kernels {
-    ($one:ident, $cols:ident, $g:ty) => {
+    ($one:ident, $cols:ident, $g:ty, $kernel:ident) => {
         fn $one(n: usize, w: &[u8], a: &[u8]) -> f32 {
             let nb = blocks(n, 256, w, <$g as SignedGrid>::TS, a, 292);
             // SAFETY: lengths checked above; AVX2/FMA/F16C presence checked by `kernel_for`.
-            unsafe { signed_one::<$g>(nb, w.as_ptr(), a.as_ptr()) }
+            unsafe { $kernel::<$g>(nb, w.as_ptr(), a.as_ptr()) }
         }
         cols_entry!($cols, signed_cols::<$g>, 256, <$g as SignedGrid>::TS, 292);
     };
 }
 
-signed_kernels!(iq2_xxs, iq2_xxs_c, Iq2Xxs);
-signed_kernels!(iq3_xxs, iq3_xxs_c, Iq3Xxs);
-signed_kernels!(iq2_xs, iq2_xs_c, Iq2Xs);
-signed_kernels!(iq2_s, iq2_s_c, Iq2S);
-signed_kernels!(iq3_s, iq3_s_c, Iq3S);
+signed_kernels!(iq2_xxs, iq2_xxs_c, Iq2Xxs, parity_one);
+signed_kernels!(iq3_xxs, iq3_xxs_c, Iq3Xxs, parity_one);
+signed_kernels!(iq2_xs, iq2_xs_c, Iq2Xs, signed_one);
+signed_kernels!(iq2_s, iq2_s_c, Iq2S, signed_one);
+signed_kernels!(iq3_s, iq3_s_c, Iq3S, signed_one);
 
 /// Q8_0 keeps llama.cpp's AVX2 float order on each row (one eight-lane accumulator, blocks in
 /// order, `hsum_float_8` at the end) because glm5-model's tests hold the Q8_0 path bit-identical

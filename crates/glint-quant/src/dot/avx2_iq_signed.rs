@@ -241,3 +241,111 @@ pub(super) unsafe fn signed_cols<G: SignedGrid>(
 ) {
     *out = signed_impl::<G, COLS>(nb, x, y);
 }
+
+/// IQ2_XXS and IQ3_XXS: each sub-block's signs and scale in one u32 (four 7-bit sign fields,
+/// the eighth sign of a group being the parity of its seven, and the scale in the top nibble).
+/// [`parity_one`] forms a block's sign bytes and scales for all eight sub-blocks at once.
+pub(super) trait ParitySigned: SignedGrid {
+    /// The block's eight sign-and-scale words, sub-block ib in lane ib.
+    unsafe fn aux(xb: *const u8) -> __m256i;
+    /// Sub-block ib's 32 grid magnitudes (unsigned, element order).
+    unsafe fn grid(xb: *const u8, ib: usize) -> __m256i;
+}
+
+impl ParitySigned for Iq2Xxs {
+    #[inline(always)]
+    unsafe fn aux(xb: *const u8) -> __m256i {
+        // Sub-block ib's eight bytes: four grid indices, then its word; two loads of four.
+        let odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+        let lo = _mm256_permutevar8x32_epi32(load256(xb.add(2)), odd);
+        let hi = _mm256_permutevar8x32_epi32(load256(xb.add(34)), odd);
+        _mm256_blend_epi32::<0xf0>(lo, hi)
+    }
+    #[inline(always)]
+    unsafe fn grid(xb: *const u8, ib: usize) -> __m256i {
+        let q = xb.add(2 + 8 * ib);
+        let g = |l: usize| IQ2XXS_GRID[*q.add(l) as usize] as i64;
+        _mm256_set_epi64x(g(3), g(2), g(1), g(0))
+    }
+}
+
+impl ParitySigned for Iq3Xxs {
+    #[inline(always)]
+    unsafe fn aux(xb: *const u8) -> __m256i {
+        load256(xb.add(66))
+    }
+    #[inline(always)]
+    unsafe fn grid(xb: *const u8, ib: usize) -> __m256i {
+        let q3 = xb.add(2 + 8 * ib);
+        let gi = |k: usize| IQ3XXS_GRID[*q3.add(k) as usize] as i32;
+        _mm256_set_epi32(gi(7), gi(6), gi(5), gi(4), gi(3), gi(2), gi(1), gi(0))
+    }
+}
+
+/// The block's sign bytes (lane ib: byte l is group l's eight sign bits, the eighth the parity
+/// of the seven) and `2·scale + 1` word pairs, from its eight words.
+#[inline(always)]
+unsafe fn signs_and_scales(aux: __m256i) -> (__m256i, __m256i) {
+    let m7 = _mm256_set1_epi32(0x7f);
+    // The 7-bit fields at bits 0, 7, 14, 21 moved to bytes 0..4.
+    let f = _mm256_or_si256(
+        _mm256_or_si256(
+            _mm256_and_si256(aux, m7),
+            _mm256_and_si256(_mm256_slli_epi32(aux, 1), _mm256_slli_epi32(m7, 8)),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_slli_epi32(aux, 2), _mm256_slli_epi32(m7, 16)),
+            _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_slli_epi32(m7, 24)),
+        ),
+    );
+    // Bit 0 of each byte becomes the parity of the byte: each shift brings in bits of the same
+    // byte only as far as bit 0's chain is concerned (higher bits are don't-cares).
+    let p = _mm256_xor_si256(f, _mm256_srli_epi32(f, 4));
+    let p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    let p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    let parity = _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x0101_0101)), 7);
+    let ls = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1),
+        _mm256_set1_epi32(1),
+    );
+    (
+        _mm256_or_si256(f, parity),
+        _mm256_or_si256(ls, _mm256_slli_epi32(ls, 16)),
+    )
+}
+
+/// IQ2_XXS / IQ3_XXS against one Q8_K row, the bits of [`signed_one`]. Why not that kernel:
+/// per sub-block it looked up four sign words in the parity table and assembled them (four
+/// index extractions, four loads, three shuffles) and built its scale from scalar steps, ~45
+/// instructions a sub-block with the grid lookups, which bound it on Zen 3. Here the block's
+/// 32 sign bytes and eight scales are formed in one pass of vector steps, and a sub-block
+/// takes its signs from them with a permute, a byte shuffle and a compare.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn parity_one<G: ParitySigned>(nb: usize, x: *const u8, y: *const u8) -> f32 {
+    // Group l's sign byte (byte l of the lane) to its eight weights' bytes.
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let mut sumf = 0.0f32;
+    for i in 0..nb {
+        let (xb, yb) = (x.add(i * G::TS), y.add(i * 292));
+        prefetch_ahead_avx2(xb, G::TS);
+        let (signs, lsp) = signs_and_scales(G::aux(xb));
+        let mut sumi = _mm256_setzero_si256();
+        for ib in 0..8 {
+            let lane = _mm256_set1_epi32(ib as i32);
+            let s = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(signs, lane), spread);
+            // 0xff where the weight is negative: the grid value negated as (g ^ m) - m.
+            let m = _mm256_cmpeq_epi8(_mm256_and_si256(s, bits), bits);
+            let w = _mm256_sub_epi8(_mm256_xor_si256(G::grid(xb, ib), m), m);
+            let p = signed_pairs(w, load256(yb.add(Y_QS + 32 * ib)));
+            let ls = _mm256_permutevar8x32_epi32(lsp, lane);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, ls));
+        }
+        let d = f16_at(xb) * f32_at(yb);
+        sumf += d * hsum_epi32(sumi) as f32;
+    }
+    G::FACTOR * sumf
+}
