@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Not run yet: on 2026-12-07 no GPU machine could be started (the session's device time went on
-# failed starts). Run from the repository root with device-pack/ carried (bin.tar.xz from
-# scripts/cuda-build.sh, llama.cpp.tar.xz from scripts/llamacpp-pack.sh).
+# Ran 2026-12-07 05:12 UTC on an H100 80GB HBM3 (written the session before, when no machine
+# could be started); results beside this file. Run from the repository root with device-pack/
+# carried (bin.tar.xz from scripts/cuda-build.sh, llama.cpp.tar.xz from scripts/llamacpp-pack.sh).
 # Device call BB, at the head of 2026-12-07 (COMMIT in timeline.txt): (1) every CUDA test binary
 # (scripts/cuda-tests.sh); (2) glint and llama.cpp (built meanwhile from the PyPI
 # llama-cpp-python 0.3.36 sdist) side by side on the 3 dense + 4 MoE and 3 + 2 files: pp512 on
