@@ -19,7 +19,7 @@ use std::arch::x86_64::*;
 
 use glint_gguf::GgmlType;
 
-use super::avx2_iq1::{iq1_m_cols, iq1_m_impl, iq1_s_impl};
+use super::avx2_iq1::{iq1_m_cols, iq1_m_impl, iq1_s_cols, iq1_s_impl};
 use super::avx2_iq_signed::{
     parity_one, signed_cols, signed_one, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, SignedGrid,
 };
@@ -89,6 +89,7 @@ pub fn cols_kernel(ty: GgmlType) -> Option<VecDotColsFn> {
         Q4_K => q4_k_cols,
         Q5_K => q5_k_cols,
         Q6_K => q6_k_cols,
+        IQ1_S => iq1_s_c,
         IQ1_M => iq1_m_c,
         IQ2_XXS => iq2_xxs_c,
         IQ3_XXS => iq3_xxs_c,
@@ -203,6 +204,7 @@ safe_kernel!(q2_k, q2_k_impl, 256, 84, 292);
 safe_kernel!(q3_k, q3_k_impl, 256, 110, 292);
 safe_kernel!(iq1_s, iq1_s_impl, 256, 50, 292);
 safe_kernel!(iq1_m, iq1_m_impl, 256, 56, 292);
+cols_entry!(iq1_s_c, iq1_s_cols, 256, 50, 292);
 cols_entry!(iq1_m_c, iq1_m_cols, 256, 56, 292);
 
 /// A [`Unit32`] type's single-row and multi-row entry points, both `unit32_rows_impl`. Two

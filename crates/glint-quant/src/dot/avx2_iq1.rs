@@ -61,9 +61,10 @@ impl Scratch {
         (qh, lsp)
     }
 
-    /// Sub-block `ib`'s scaled products with the 32 activations at `q8`, as i32 lanes.
+    /// Sub-block `ib`'s 32 grid values (shifted to 0, 1, 2) and its scale word pair in every
+    /// lane.
     #[inline(always)]
-    unsafe fn sub(&self, ib: usize, q8: *const u8) -> __m256i {
+    unsafe fn sub(&self, ib: usize) -> (__m256i, __m256i) {
         // Volatile so that they are read back as loads, not extracted from the vectors they
         // were stored from (`vpextrd` is two operations on Zen, a load one). SAFETY: within
         // the arrays; every index is a byte plus three bits shifted by 8, below 2048, the
@@ -72,36 +73,56 @@ impl Scratch {
         let grid = |l: usize| *IQ1S_GRID_P1.get_unchecked(at(l)) as i64;
         let g = _mm256_set_epi64x(grid(3), grid(2), grid(1), grid(0));
         let ls = _mm256_set1_epi32(std::ptr::read_volatile(self.lsw.as_ptr().add(ib)));
-        // Pairs of (g+1)·q (at most 2·2·128 in magnitude), then ls times each pair.
-        _mm256_madd_epi16(_mm256_maddubs_epi16(g, load256(q8)), ls)
+        (g, ls)
     }
 }
 
+/// Pairs of (g+1)·q (at most 2·2·128 in magnitude) for the 32 activations at `q8`, then `ls`
+/// times each pair, as i32 lanes.
+#[inline(always)]
+unsafe fn scaled(g: __m256i, ls: __m256i, q8: *const u8) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(g, load256(q8)), ls)
+}
+
+/// A block's float term from its lanes of scaled products: the reference's
+/// `d_x·d_y·(Σ (g+1)·q·ls − Σ ls·bsum + δ·Σ ±ls·bsum)`.
+#[inline(always)]
+unsafe fn term(acc: __m256i, qh: __m256i, lsp: __m256i, xb: *const u8, yb: *const u8) -> f32 {
+    // Lane ib: ls · (bsums[2ib] + bsums[2ib+1]), and -1 where the delta is negative.
+    let lsb = _mm256_madd_epi16(load256(yb.add(Y_BSUMS)), lsp);
+    let neg = _mm256_srai_epi32(_mm256_slli_epi32(qh, 16), 31);
+    let sumi = hsum_epi32(_mm256_sub_epi32(acc, lsb));
+    let sumi1 = hsum_epi32(_mm256_sub_epi32(_mm256_xor_si256(lsb, neg), neg));
+    f16_at(xb) * f32_at(yb) * (sumi as f32 + IQ1S_DELTA * sumi1 as f32)
+}
+
 /// The float terms of the `N` consecutive blocks at `x` against the Q8_K blocks at `y`, their
-/// sub-blocks interleaved so that one block's final sums overlap the others' products.
+/// sub-blocks interleaved so that one block's final sums overlap the others' products. Plain
+/// loops, no closures: a closure handed to `array::from_fn` or `map` is compiled without this
+/// function's target features, and its intrinsics then become calls (15x slower).
 #[inline(always)]
 unsafe fn block_terms<const N: usize>(
     x: *const u8,
     y: *const u8,
     sc: &mut [Scratch; N],
 ) -> [f32; N] {
-    let pre: [(__m256i, __m256i); N] = std::array::from_fn(|j| sc[j].prep(x.add(50 * j)));
-    let mut acc = [_mm256_setzero_si256(); N];
+    let z = _mm256_setzero_si256();
+    let (mut qh, mut lsp, mut acc) = ([z; N], [z; N], [z; N]);
+    for j in 0..N {
+        (qh[j], lsp[j]) = sc[j].prep(x.add(50 * j));
+    }
     for ib in 0..8 {
         for j in 0..N {
+            let (g, ls) = sc[j].sub(ib);
             let q8 = y.add(292 * j + Y_QS + 32 * ib);
-            acc[j] = _mm256_add_epi32(acc[j], sc[j].sub(ib, q8));
+            acc[j] = _mm256_add_epi32(acc[j], scaled(g, ls, q8));
         }
     }
-    std::array::from_fn(|j| {
-        let (xb, yb, (qh, lsp)) = (x.add(50 * j), y.add(292 * j), pre[j]);
-        // Lane ib: ls · (bsums[2ib] + bsums[2ib+1]), and -1 where the delta is negative.
-        let lsb = _mm256_madd_epi16(load256(yb.add(Y_BSUMS)), lsp);
-        let neg = _mm256_srai_epi32(_mm256_slli_epi32(qh, 16), 31);
-        let sumi = hsum_epi32(_mm256_sub_epi32(acc[j], lsb));
-        let sumi1 = hsum_epi32(_mm256_sub_epi32(_mm256_xor_si256(lsb, neg), neg));
-        f16_at(xb) * f32_at(yb) * (sumi as f32 + IQ1S_DELTA * sumi1 as f32)
-    })
+    let mut out = [0.0f32; N];
+    for j in 0..N {
+        out[j] = term(acc[j], qh[j], lsp[j], x.add(50 * j), y.add(292 * j));
+    }
+    out
 }
 
 /// IQ1_S against one Q8_K row. A block's index and scale work is done in vectors first: a
@@ -131,6 +152,30 @@ pub unsafe fn iq1_s_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
         sumf += block_terms::<1>(x.add(i * 50), y.add(i * 292), &mut one)[0];
     }
     sumf
+}
+
+/// IQ1_S against [`COLS`] Q8_K rows (a prompt's tokens): each sub-block is decoded once for
+/// all of them; each token's sums and float terms are the one-token kernel's, so its bits too.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn iq1_s_cols(nb: usize, x: *const u8, y: [*const u8; COLS], out: &mut [f32; COLS]) {
+    let mut sc = Scratch::NEW;
+    *out = [0.0; COLS];
+    for i in 0..nb {
+        let xb = x.add(i * 50);
+        prefetch_ahead_avx2(xb, 50);
+        let (qh, lsp) = sc.prep(xb);
+        let mut acc = [_mm256_setzero_si256(); COLS];
+        for ib in 0..8 {
+            let (g, ls) = sc.sub(ib);
+            for t in 0..COLS {
+                let q8 = y[t].add(i * 292 + Y_QS + 32 * ib);
+                acc[t] = _mm256_add_epi32(acc[t], scaled(g, ls, q8));
+            }
+        }
+        for t in 0..COLS {
+            out[t] += term(acc[t], qh, lsp, xb, y[t].add(i * 292));
+        }
+    }
 }
 
 /// IQ1_M: the IQ1_S grid, three high index bits and a delta sign per 8-weight group, two 3-bit
