@@ -298,8 +298,9 @@ unsafe fn signs_and_scales(aux: __m256i) -> (__m256i, __m256i) {
             _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_slli_epi32(m7, 24)),
         ),
     );
-    // Bit 0 of each byte becomes the parity of the byte: each shift brings in bits of the same
-    // byte only as far as bit 0's chain is concerned (higher bits are don't-cares).
+    // Three shift-xors leave in bit 0 of each byte the xor of that byte's eight bits (its bit 7
+    // is 0): bit 0 only ever takes bits 4, 2 and 1 places up, all in the same byte; the other
+    // bits, which mix in the next byte's, are masked off.
     let p = _mm256_xor_si256(f, _mm256_srli_epi32(f, 4));
     let p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
     let p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
