@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Not run yet: on 2026-12-07 no GPU machine could be started for it, in two sessions (the
-# second ran call BB, then four tries for this one found none). Run from the repository root with device-pack/ carried (bin.tar.xz from
-# scripts/cuda-build.sh, llama.cpp.tar.xz from scripts/llamacpp-pack.sh).
+# second ran call BB, then four tries for this one found none). Run from the repository root
+# with device-pack/ carried (bin.tar.xz from scripts/cuda-build.sh, llama.cpp.tar.xz from
+# scripts/llamacpp-pack.sh).
 # Device call BC (same binaries as call BB): the one-token products' launch knobs on the
 # per-MoE-layer anchor, tg64 of the 3 dense + 4 MoE and 3 + 2 files (one MoE layer = the
 # difference / 2), bf16 + fp8 caches, each setting twice in alternating rounds:
