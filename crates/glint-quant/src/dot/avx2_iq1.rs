@@ -98,8 +98,9 @@ unsafe fn term(acc: __m256i, qh: __m256i, lsp: __m256i, xb: *const u8, yb: *cons
 
 /// The float terms of the `N` consecutive blocks at `x` against the Q8_K blocks at `y`, their
 /// sub-blocks interleaved so that one block's final sums overlap the others' products. Plain
-/// loops, no closures: a closure handed to `array::from_fn` or `map` is compiled without this
-/// function's target features, and its intrinsics then become calls (15x slower).
+/// loops: this helper has no `#[target_feature]` of its own (it is inlined into the kernels),
+/// so a closure written here and handed to `array::from_fn` or `map` would carry no AVX2, and
+/// wherever std's generic stays out of line its intrinsics become calls (15x slower).
 #[inline(always)]
 unsafe fn block_terms<const N: usize>(
     x: *const u8,

@@ -319,8 +319,9 @@ unsafe fn signs_and_scales(aux: __m256i) -> (__m256i, __m256i) {
 /// per sub-block it looked up four sign words in the parity table and assembled them (four
 /// index extractions, four loads, three shuffles) and built its scale from scalar steps, ~45
 /// instructions a sub-block with the grid lookups, which bound it on Zen 3. Here the block's
-/// 32 sign bytes and eight scales are formed in one pass of vector steps, and a sub-block
-/// takes its signs from them with a permute, a byte shuffle and a compare.
+/// 32 sign bytes and eight scales are formed in one pass of vector steps; a sub-block takes
+/// its sign mask from them with a permute, a byte shuffle, an and and a compare, and negates
+/// its grid values with an xor and a subtract.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn parity_one<G: ParitySigned>(nb: usize, x: *const u8, y: *const u8) -> f32 {
     // Group l's sign byte (byte l of the lane) to its eight weights' bytes.
