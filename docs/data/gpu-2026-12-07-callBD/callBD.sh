@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Not run yet: its one try on 2026-12-07 found no machine.
 # Device call BD, 2026-12-07: what fitted in the session's last device time, the part of call
 # BC (callBC.sh beside it) most likely to change a default: every one-token product staged
 # (GLINT_CUDA_MV_STAGE=all) against the default, on the per-MoE-layer anchor (tg64 of the
