@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Not run yet: on 2026-12-07 no GPU machine could be started for it, in two sessions (the
-# second ran call BB, then four tries for this one found none). Run from the repository root
+# second ran call BB, then five tries for this one, the last cut down as below, found none). Run from the repository root
 # with device-pack/ carried (bin.tar.xz from scripts/cuda-build.sh, llama.cpp.tar.xz from
 # scripts/llamacpp-pack.sh).
 # Device call BC (same binaries as call BB): the one-token products' launch knobs on the
@@ -9,7 +9,13 @@
 # GLINT_CUDA_MV_WARPS (warps a multiprocessor before a row group is split: 16 default),
 # GLINT_CUDA_MMID_STAGE=1 (staged expert products), GLINT_CUDA_MV_STAGE=all (every one-token
 # product staged); then a decode step's CUPTI timeline at depth 0 and 16384.
+# CONFIGS (space-separated, `default` for none) and TIMELINES=0 cut it down for a short call:
+#   CONFIGS="default GLINT_CUDA_MV_STAGE=all" TIMELINES=0 bash callBC.sh 240   (~4 minutes)
 source scripts/device-call-lib.sh "${1:-570}"
+CONFIGS=${CONFIGS:-default GLINT_CUDA_MV_WARPS=8 GLINT_CUDA_MV_WARPS=24 GLINT_CUDA_MV_WARPS=32 GLINT_CUDA_MMID_STAGE=1 GLINT_CUDA_MV_STAGE=all}
+TIMELINES=${TIMELINES:-1}
+# Seconds a knob round leaves for the timelines after it.
+reserve=$((TIMELINES ? 120 : 40))
 G=device-bin/glint
 ( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
 ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
@@ -18,14 +24,15 @@ BF="--cache-type bf16 --cache-type-index fp8"
 # Warm the kernel cache (ptxas of quant.cu) outside the timed rows.
 B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
 { for r in 1 2; do
-  for cfg in "" "GLINT_CUDA_MV_WARPS=8" "GLINT_CUDA_MV_WARPS=24" "GLINT_CUDA_MV_WARPS=32" "GLINT_CUDA_MMID_STAGE=1" "GLINT_CUDA_MV_STAGE=all"; do
-    [ $(left) -gt 120 ] || break 2
+  for cfg in $CONFIGS; do
+    [ $(left) -gt $reserve ] || break 2
     for m in 34 32; do
-      echo "== round $r s$m ${cfg:-default}"
-      env $cfg $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
+      echo "== round $r s$m $cfg"
+      env ${cfg/#default/} $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
     done
   done
 done; } > $R/knobs.txt 2>&1; t knobs
 rm -f /tmp/s32.gguf /tmp/s34.gguf
+[ "$TIMELINES" = 1 ] || exit 0
 OUT=$R/timeline-d0 DEPTH=0 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d0 rc=$?"
 OUT=$R/timeline-d16k DEPTH=16384 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d16k rc=$?"
