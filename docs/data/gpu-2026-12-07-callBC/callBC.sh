@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Not run yet: on 2026-12-07 no GPU machine could be started for it, in two sessions (the
-# second ran call BB, then five tries for this one, the last cut down as below, found none). Run from the repository root
+# Ran in full on 2026-12-07 08:10Z (eleventh session's third try; H100): knobs.txt, timeline-d0/,
+# timeline-d16k/ beside this script, docs/performance.md "The one-token products' launch knobs".
+# Run from the repository root
 # with device-pack/ carried (bin.tar.xz from scripts/cuda-build.sh, llama.cpp.tar.xz from
 # scripts/llamacpp-pack.sh).
 # Device call BC (same binaries as call BB): the one-token products' launch knobs on the
