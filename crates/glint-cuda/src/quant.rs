@@ -760,13 +760,32 @@ fn warps_wanted() -> usize {
     })
 }
 
+/// Units of a row a warp keeps at least when rows are split (two runs of 32 lanes by default);
+/// `GLINT_CUDA_MV_MIN_UNITS` sets it (to measure whether GLM-5's 6144-wide rows, split four
+/// ways at most by the default, gain from more warps each with fewer passes; like
+/// `GLINT_CUDA_MV_WARPS` it changes how rows are split, the same way in every batch).
+fn min_units_per_warp() -> usize {
+    static U: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *U.get_or_init(|| {
+        std::env::var("GLINT_CUDA_MV_MIN_UNITS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&v| (1..=1024).contains(&v))
+            .unwrap_or(64)
+    })
+}
+
 /// Warps per row group (kernels/quant.cu `ks`): 1 when the row groups fill the GPU, else up to
-/// MV_WARPS_MAX, as long as each warp keeps at least two runs of 32 units. It depends on the weight's shape
-/// alone, so a row's sum is formed the same way whatever the batch.
+/// MV_WARPS_MAX, as long as each warp keeps at least [`min_units_per_warp`] units. It depends on
+/// the weight's shape alone, so a row's sum is formed the same way whatever the batch.
 fn warps_per_row(rows: usize, units: usize) -> usize {
     let groups = rows.div_ceil(MV_RPW);
+    let min_units = min_units_per_warp();
     let mut ks = 1;
-    while ks < MV_WARPS_MAX && groups.saturating_mul(ks) < warps_wanted() && units >= 64 * ks {
+    while ks < MV_WARPS_MAX
+        && groups.saturating_mul(ks) < warps_wanted()
+        && units >= min_units * ks
+    {
         ks *= 2;
     }
     ks
