@@ -782,9 +782,7 @@ fn warps_per_row(rows: usize, units: usize) -> usize {
     let groups = rows.div_ceil(MV_RPW);
     let min_units = min_units_per_warp();
     let mut ks = 1;
-    while ks < MV_WARPS_MAX
-        && groups.saturating_mul(ks) < warps_wanted()
-        && units >= min_units * ks
+    while ks < MV_WARPS_MAX && groups.saturating_mul(ks) < warps_wanted() && units >= min_units * ks
     {
         ks *= 2;
     }
