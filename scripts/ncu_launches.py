@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One line a launch from Nsight Compute's `--page details --print-details all` text
 (scripts/cuda-stalls.sh's details.txt): kernel, grid, block, duration, DRAM throughput (% of
-peak and GB/s from the bytes read), achieved occupancy, registers, issue slots busy, warp cycles
-per issued instruction and the three largest stall reasons (cycles a warp an issued
-instruction). A markdown table on stdout.
+peak), achieved occupancy, registers, issue slots busy, warp cycles per issued instruction and
+the three largest stall reasons (cycles a warp an issued instruction). A markdown table on
+stdout, so a call's launches can be compared without Nsight Compute's GUI.
 
     python3 scripts/ncu_launches.py OUT/stalls/details.txt > launches.md
 """
@@ -19,8 +19,9 @@ WANT = {
     "Registers Per Thread": "regs",
     "Issue Slots Busy": "issue",
     "Warp Cycles Per Issued Instruction": "wcpi",
-    "DRAM Frequency": "dramf",
 }
+# Duration units as Nsight Compute prints them, to microseconds.
+TO_US = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
 
 def number(s):
@@ -62,8 +63,8 @@ def main():
           "issue slots % | warp cycles / issued | top stalls (cycles / issued)")
     print("---|---|---|---|---|---|---|---|---|---|---")
     for i, d in enumerate(rows):
-        dur = d.get("dur")
-        us = dur[0] / 1000 if dur and dur[1] == "ns" else (dur[0] * 1000 if dur and dur[1] == "ms" else (dur[0] if dur else float("nan")))
+        value, unit = d.get("dur", (float("nan"), "us"))
+        us = value * TO_US.get(unit, float("nan"))
         top = sorted(d["stalls"].items(), key=lambda kv: -kv[1])[:3]
         stalls = ", ".join(f"{k} {v:.2f}" for k, v in top)
         print(f"{i} | {d['name']} | {d['grid']} | {d['block']} | {us:.1f} | {fmt(d, 'dram')} | "
