@@ -194,16 +194,23 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
 // bounds it against f64. Warp w takes keys 8w .. 8w + 7 of the block for all 32 heads (two
 // m-tiles): lane (g, t) = (lane / 4, lane % 4) ends with heads g, g + 8, g + 16, g + 24 of keys
 // 2t, 2t + 1, weights its four heads' ReLU'd scores, and the 8 lanes of a t add up.
-// Shared: (32 + IDX_MMA_KT)·(d + 8) 16-bit values, 32 + 32 + IDX_MMA_KT floats, IDX_MMA_KT i64.
+// Shared: (32 + KT)·(d + 8) 16-bit values, 32 + 32 + KT floats, KT i64.
+// KT = IDX_MMA_KT keys a block, or IDX_MMA_KT_WIDE (`indexer_scores_mma128_*`): every block
+// rounds the token's whole query (4,096 values) before its keys, which at 64 keys a block is
+// as many conversions as its keys' and makes the kernel bound by instruction issue at 64k keys
+// (Nsight, call BH: 22 µs, 60% of issue slots, 12% of DRAM); a wider block rounds it half as
+// often. Warp w then takes keys 8w .. 8w + 7 of each 64 in turn.
 #define IDX_MMA_KT 64
+#define IDX_MMA_KT_WIDE 128
 
-template <int TY>
+template <int TY, int KT>
 __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* w, float w_scale, const u8* kdata,
                                                    long long krows, const u32* positions, const u32* tables,
                                                    long long n_table, const u32* token_seq, int max_blocks,
                                                    int block_size, int d, int n_kv, float* out) {
+    static_assert(KT % 64 == 0, "8 warps of 8 keys a pass");
     extern __shared__ __align__(16) u8 im_sm[];
-    const int s = blockIdx.x, kt = IDX_MMA_KT, st = d + 8;  // st: 16-bit values a shared row
+    const int s = blockIdx.x, kt = KT, st = d + 8;  // st: 16-bit values a shared row
     const long long t0 = (long long)blockIdx.y * kt;
     const long long t_end = min(t0 + kt, (long long)n_kv);
     const long long nk = min((long long)positions[s] + 1, (long long)n_kv);
@@ -298,60 +305,66 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
         for (int kk = tid; kk < kt; kk += blockDim.x) kscale[kk] = rows[kk] >= 0 ? scales[rows[kk]] : 0.0f;
     }
     __syncthreads();
-    const int g = lane >> 2, t = lane & 3, n0 = 8 * warp;
-    float acc[2][4];
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+    for (int n0 = 8 * warp; n0 < KT; n0 += 64) {
+        float acc[2][4];
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[m][j] = 0.0f;
-    const u16* kr = ks + (n0 + g) * st + 2 * t;
-    for (int k0 = 0; k0 < d; k0 += 16) {
-        const u32 b0 = *(const u32*)(kr + k0), b1 = *(const u32*)(kr + k0 + 8);
+            for (int j = 0; j < 4; ++j) acc[m][j] = 0.0f;
+        const u16* kr = ks + (n0 + g) * st + 2 * t;
+        for (int k0 = 0; k0 < d; k0 += 16) {
+            const u32 b0 = *(const u32*)(kr + k0), b1 = *(const u32*)(kr + k0 + 8);
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            const u16* qr = qs + (16 * m + g) * st + k0 + 2 * t;
-            const u32 a[4] = {*(const u32*)qr, *(const u32*)(qr + 8 * st), *(const u32*)(qr + 8),
-                              *(const u32*)(qr + 8 * st + 8)};
-            mma_m16n8k16<TY>(acc[m], a, b0, b1);
+            for (int m = 0; m < 2; ++m) {
+                const u16* qr = qs + (16 * m + g) * st + k0 + 2 * t;
+                const u32 a[4] = {*(const u32*)qr, *(const u32*)(qr + 8 * st), *(const u32*)(qr + 8),
+                                  *(const u32*)(qr + 8 * st + 8)};
+                mma_m16n8k16<TY>(acc[m], a, b0, b1);
+            }
         }
-    }
-    // acc[m][0..1]: head 16m + g, keys n0 + 2t, + 1; acc[m][2..3]: head 16m + g + 8.
-    float part[2] = {0.0f, 0.0f};
+        // acc[m][0..1]: head 16m + g, keys n0 + 2t, + 1; acc[m][2..3]: head 16m + g + 8.
+        float part[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int h = 16 * m + g + (j >> 1) * 8, key = n0 + 2 * t + (j & 1);
-            float v = acc[m][j] * hs[h];
-            if (TY == CACHE_FP8) v *= kscale[key];
-            part[j & 1] += ws[h] * fmaxf(v, 0.0f);
-        }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 4);
-        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 8);
-        part[j] += __shfl_xor_sync(0xffffffffu, part[j], 16);
-    }
-    if (g == 0)
+            for (int j = 0; j < 4; ++j) {
+                const int h = 16 * m + g + (j >> 1) * 8, key = n0 + 2 * t + (j & 1);
+                float v = acc[m][j] * hs[h];
+                if (TY == CACHE_FP8) v *= kscale[key];
+                part[j & 1] += ws[h] * fmaxf(v, 0.0f);
+            }
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-            const long long tt = t0 + n0 + 2 * t + j;
-            if (tt < t_end) orow[tt] = tt < nk ? part[j] : NEG_INF;
+            part[j] += __shfl_xor_sync(0xffffffffu, part[j], 4);
+            part[j] += __shfl_xor_sync(0xffffffffu, part[j], 8);
+            part[j] += __shfl_xor_sync(0xffffffffu, part[j], 16);
         }
+        if (g == 0)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const long long tt = t0 + n0 + 2 * t + j;
+                if (tt < t_end) orow[tt] = tt < nk ? part[j] : NEG_INF;
+            }
+    }
 }
 
-#define IDX_MMA_KERNEL(name, TY)                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) indexer_scores_mma_##name(                               \
+#define IDX_MMA_KERNEL(name, TY, WIDTH, KT)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) indexer_scores_mma##WIDTH##_##name(                     \
         const float* q, const float* w, float w_scale, const u8* kdata, long long krows, const u32* positions, \
         const u32* tables, long long n_table, const u32* token_seq, int max_blocks, int block_size, int d,     \
         int n_kv, float* out) {                                                                               \
         pdl_enter();                                                                                          \
-        indexer_scores_mma<TY>(q, w, w_scale, kdata, krows, positions, tables, n_table, token_seq, max_blocks, \
-                               block_size, d, n_kv, out);                                                     \
+        indexer_scores_mma<TY, KT>(q, w, w_scale, kdata, krows, positions, tables, n_table, token_seq,        \
+                                   max_blocks, block_size, d, n_kv, out);                                     \
     }
-IDX_MMA_KERNEL(f16, CACHE_F16)
-IDX_MMA_KERNEL(bf16, CACHE_BF16)
-IDX_MMA_KERNEL(fp8, CACHE_FP8)
+IDX_MMA_KERNEL(f16, CACHE_F16, , IDX_MMA_KT)
+IDX_MMA_KERNEL(bf16, CACHE_BF16, , IDX_MMA_KT)
+IDX_MMA_KERNEL(fp8, CACHE_FP8, , IDX_MMA_KT)
+IDX_MMA_KERNEL(f16, CACHE_F16, 128, IDX_MMA_KT_WIDE)
+IDX_MMA_KERNEL(bf16, CACHE_BF16, 128, IDX_MMA_KT_WIDE)
+IDX_MMA_KERNEL(fp8, CACHE_FP8, 128, IDX_MMA_KT_WIDE)
 
 // ---- top-k ------------------------------------------------------------------------------------
 // Warp 0 of a radix pass: the bin b of the k-th largest — the highest b ≥ 1 whose count from b

@@ -41,6 +41,17 @@ const IDX_KT: usize = 32;
 const IDX_T32_KT: usize = 32;
 /// Keys a block of `indexer_scores_mma_*` scores (kernels/indexer.cu IDX_MMA_KT: 8 warps × 8).
 const IDX_MMA_KT: usize = 64;
+/// Keys a block of `indexer_scores_mma128_*` (kernels/indexer.cu IDX_MMA_KT_WIDE): the token's
+/// query rounded half as often for the same keys.
+const IDX_MMA_KT_WIDE: usize = 128;
+
+/// Whether the tensor-core indexer kernel takes 128 keys a block instead of 64
+/// (`GLINT_CUDA_IDX_KT=128`, to measure; the scores are the same bits either way: each key's is
+/// formed by one warp in the same order).
+fn idx_wide() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_KT").is_ok_and(|v| v == "128"))
+}
 
 /// Whether 16-bit and fp8 indexer keys take the tensor-core kernel (`GLINT_CUDA_IDX_MMA=0`: the
 /// register tiles, to compare).
@@ -240,7 +251,11 @@ pub(crate) fn indexer_scores(
         && matches!(keys.ty, CacheType::F16 | CacheType::Bf16 | CacheType::Fp8)
         && be.info().compute_capability.0 >= 8
         && idx_mma();
+    let wide = mma && idx_wide();
     let name = match keys.ty {
+        CacheType::F16 if wide => "indexer_scores_mma128_f16",
+        CacheType::Bf16 if wide => "indexer_scores_mma128_bf16",
+        _ if wide => "indexer_scores_mma128_fp8",
         CacheType::F16 if mma => "indexer_scores_mma_f16",
         CacheType::Bf16 if mma => "indexer_scores_mma_bf16",
         _ if mma => "indexer_scores_mma_fp8",
@@ -251,7 +266,9 @@ pub(crate) fn indexer_scores(
     let mut inner = be.attn.lock();
     let lim = limits(be, &mut inner)?;
     // The token's queries stay in shared memory; fewer keys per block if they are wide.
-    let mut kt = if mma {
+    let mut kt = if wide {
+        IDX_MMA_KT_WIDE
+    } else if mma {
         IDX_MMA_KT
     } else if tiled {
         IDX_T32_KT
@@ -938,6 +955,7 @@ mod tests {
         for (name, host) in [
             ("IDX_T32_KT", IDX_T32_KT),
             ("IDX_MMA_KT", IDX_MMA_KT),
+            ("IDX_MMA_KT_WIDE", IDX_MMA_KT_WIDE),
             ("TOPK_CLUSTER", TOPK_CLUSTER),
         ] {
             assert_eq!(
@@ -966,9 +984,12 @@ mod tests {
         for k in [
             "indexer_scores(",
             "indexer_scores_t32(",
-            "IDX_MMA_KERNEL(f16,",
-            "IDX_MMA_KERNEL(bf16,",
-            "IDX_MMA_KERNEL(fp8,",
+            "IDX_MMA_KERNEL(f16, CACHE_F16, , IDX_MMA_KT)",
+            "IDX_MMA_KERNEL(bf16, CACHE_BF16, , IDX_MMA_KT)",
+            "IDX_MMA_KERNEL(fp8, CACHE_FP8, , IDX_MMA_KT)",
+            "IDX_MMA_KERNEL(f16, CACHE_F16, 128, IDX_MMA_KT_WIDE)",
+            "IDX_MMA_KERNEL(bf16, CACHE_BF16, 128, IDX_MMA_KT_WIDE)",
+            "IDX_MMA_KERNEL(fp8, CACHE_FP8, 128, IDX_MMA_KT_WIDE)",
             "top_k_rows(",
             "top_k_rows_s(",
             "top_k_rows_c(",
