@@ -41,16 +41,17 @@ const IDX_KT: usize = 32;
 const IDX_T32_KT: usize = 32;
 /// Keys a block of `indexer_scores_mma_*` scores (kernels/indexer.cu IDX_MMA_KT: 8 warps × 8).
 const IDX_MMA_KT: usize = 64;
-/// Keys a block of `indexer_scores_mma128_*` (kernels/indexer.cu IDX_MMA_KT_WIDE): the token's
-/// query rounded half as often for the same keys.
+/// Keys a block of `indexer_scores_mma128_*` (kernels/indexer.cu IDX_MMA_KT_WIDE, the default):
+/// the token's query rounded half as often for the same keys.
 const IDX_MMA_KT_WIDE: usize = 128;
 
-/// Whether the tensor-core indexer kernel takes 128 keys a block instead of 64
-/// (`GLINT_CUDA_IDX_KT=128`, to measure; the scores are the same bits either way: each key's is
+/// Whether the tensor-core indexer kernel takes 128 keys a block (the default since call BI of
+/// 2026-12-07: decode 2-6% faster at 16k and 64k on an H100, docs/performance.md) or 64
+/// (`GLINT_CUDA_IDX_KT=64`, to compare; the scores are the same bits either way: each key's is
 /// formed by one warp in the same order).
 fn idx_wide() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_KT").is_ok_and(|v| v == "128"))
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_IDX_KT").map_or(true, |v| v != "64"))
 }
 
 /// Whether 16-bit and fp8 indexer keys take the tensor-core kernel (`GLINT_CUDA_IDX_MMA=0`: the
