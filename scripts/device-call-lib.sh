@@ -6,6 +6,10 @@
 #   t LABEL      a line in $R/timeline.txt with the seconds since the start;
 #   left         seconds left of LIMIT;
 #   B CMD...     CMD under a timeout of what is left minus 5 s, or nothing with 10 s or less left;
+#   anchor_files writes the anchor files, /tmp/s34.gguf (3 dense + 4 MoE) and
+#                /tmp/s32.gguf (3 + 2; 256 experts, Q4_K_M-like), and warms the kernel cache on
+#                one (ptxas of quant.cu) outside any timed row; G is the glint binary, BF the
+#                bf16 latent + fp8 indexer cache options;
 #   llama_build  builds llama-bench from device-pack/llama.cpp.tar.xz (scripts/llamacpp-pack.sh)
 #                into $LB, log in $R/llama-build.log (about 5 minutes on 16 cores: run it in the
 #                background);
@@ -20,6 +24,14 @@ LB=/tmp/llama-src/llama.cpp/build/bin/llama-bench
 t() { echo "$(date -u +%T) $1 $(($(date +%s) - S))s" >> "$R/timeline.txt"; tar -cJf "$OUT/all.tar.xz" -C "$R" .; }
 left() { echo $((LIMIT - ($(date +%s) - S))); }
 B() { [ "$(left)" -gt 10 ] && timeout $(($(left) - 5)) "$@"; }
+G=device-bin/glint
+BF="--cache-type bf16 --cache-type-index fp8"
+anchor_files() {
+  ( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & local s1=$!
+  ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & local s2=$!
+  wait $s1 $s2; t synth
+  B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+}
 llama_build() {
   local src=/tmp/llama-src
   mkdir -p $src && tar -xJf device-pack/llama.cpp.tar.xz -C $src

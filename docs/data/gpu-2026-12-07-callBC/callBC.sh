@@ -17,13 +17,7 @@ CONFIGS=${CONFIGS:-default GLINT_CUDA_MV_WARPS=8 GLINT_CUDA_MV_WARPS=24 GLINT_CU
 TIMELINES=${TIMELINES:-1}
 # Seconds a knob round leaves for the timelines after it.
 reserve=$((TIMELINES ? 120 : 40))
-G=device-bin/glint
-( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
-( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
-wait $s1 $s2; t synth
-BF="--cache-type bf16 --cache-type-index fp8"
-# Warm the kernel cache (ptxas of quant.cu) outside the timed rows.
-B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+anchor_files
 { for r in 1 2; do
   for cfg in $CONFIGS; do
     [ $(left) -gt $reserve ] || break 2

@@ -12,12 +12,7 @@
 # without glint-cuda--compile (the kernels are those whose compile test passed in call BB).
 source scripts/device-call-lib.sh "${1:-480}"
 CONFIGS=${CONFIGS:-default GLINT_CUDA_MV_MIN_UNITS=32 GLINT_CUDA_MV_MIN_UNITS=16}
-G=device-bin/glint
-( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
-( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
-wait $s1 $s2; t synth
-BF="--cache-type bf16 --cache-type-index fp8"
-B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+anchor_files
 { for r in 1 2; do
   for cfg in $CONFIGS; do
     [ $(left) -gt 200 ] || break 2

@@ -5,12 +5,7 @@
 # and 256 sequences (last measured in call AD with f32 caches). Run from the repository root
 # with device-pack/ carried: bash callBF.sh 330
 source scripts/device-call-lib.sh "${1:-330}"
-G=device-bin/glint
-( $G synth /tmp/s32.gguf --dense 3 --moe 2 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s1=$!
-( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & s2=$!
-wait $s1 $s2; t synth
-BF="--cache-type bf16 --cache-type-index fp8"
-B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+anchor_files
 for m in 34 32; do
   echo "== s$m one sequence"
   B $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0,65536 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
