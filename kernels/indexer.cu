@@ -191,8 +191,8 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
 // largest |q| in [2¹⁴, 2¹⁵) (no overflow, no subnormals; undone exactly on the sum). That rounding
 // (2⁻¹¹ of each |q·k| term for f16, 2⁻⁹ for bf16) is the only difference from the f32 kernels,
 // and less than DeepSeek's own indexer, which rounds the query to fp8; the conformance suite
-// bounds it against f64. Warp w takes keys 8w .. 8w + 7 of the block for all 32 heads (two
-// m-tiles): lane (g, t) = (lane / 4, lane % 4) ends with heads g, g + 8, g + 16, g + 24 of keys
+// bounds it against f64. Warp w takes keys 8w .. 8w + 7 of each 64 of the block for all 32 heads
+// (two m-tiles): lane (g, t) = (lane / 4, lane % 4) ends with heads g, g + 8, g + 16, g + 24 of keys
 // 2t, 2t + 1, weights its four heads' ReLU'd scores, and the 8 lanes of a t add up.
 // Shared: (32 + KT)·(d + 8) 16-bit values, 32 + 32 + KT floats, KT i64.
 // KT = IDX_MMA_KT_WIDE keys a block (`indexer_scores_mma128_*`, the host's default) or
@@ -200,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(256) indexer_scores_t32(
 // at 64 keys a block is as many conversions as its keys' and made the kernel bound by
 // instruction issue at 64k keys (Nsight, call BH of 2026-12-07: 22 µs, 60% of issue slots, 12%
 // of DRAM); a 128-key block rounds it half as often (call BI: decode 2-6% faster at 16k and
-// 64k). Warp w takes keys 8w .. 8w + 7 of each 64 in turn.
+// 64k).
 #define IDX_MMA_KT 64
 #define IDX_MMA_KT_WIDE 128
 

@@ -10,6 +10,11 @@
 #                /tmp/s32.gguf (3 + 2; 256 experts, Q4_K_M-like), and warms the kernel cache on
 #                one (ptxas of quant.cu) outside any timed row; G is the glint binary, BF the
 #                bf16 latent + fp8 indexer cache options;
+#   knob_rounds RESERVE SETTING...
+#                tg64 of /tmp/s34.gguf then /tmp/s32.gguf under each SETTING (`default` for
+#                none, else NAME=VALUE environment words), two rounds alternating the settings,
+#                at the depths in DEPTHS (default 0); stops a round early once RESERVE seconds
+#                or fewer are left;
 #   llama_build  builds llama-bench from device-pack/llama.cpp.tar.xz (scripts/llamacpp-pack.sh)
 #                into $LB, log in $R/llama-build.log (about 5 minutes on 16 cores: run it in the
 #                background);
@@ -31,6 +36,20 @@ anchor_files() {
   ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ) & local s2=$!
   wait $s1 $s2; t synth
   B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
+}
+knob_rounds() {
+  local reserve=$1 r cfg m
+  shift
+  for r in 1 2; do
+    for cfg in "$@"; do
+      [ "$(left)" -gt "$reserve" ] || return 0
+      for m in 34 32; do
+        echo "== round $r s$m $cfg"
+        env ${cfg/#default/} $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d "${DEPTHS:-0}" -b 1 -r 2 $BF 2>&1 \
+          | grep -E "tg64|rror|panic"
+      done
+    done
+  done
 }
 llama_build() {
   local src=/tmp/llama-src

@@ -18,15 +18,7 @@ TIMELINES=${TIMELINES:-1}
 # Seconds a knob round leaves for the timelines after it.
 reserve=$((TIMELINES ? 120 : 40))
 anchor_files
-{ for r in 1 2; do
-  for cfg in $CONFIGS; do
-    [ $(left) -gt $reserve ] || break 2
-    for m in 34 32; do
-      echo "== round $r s$m $cfg"
-      env ${cfg/#default/} $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
-    done
-  done
-done; } > $R/knobs.txt 2>&1; t knobs
+knob_rounds $reserve $CONFIGS > $R/knobs.txt 2>&1; t knobs
 rm -f /tmp/s32.gguf /tmp/s34.gguf
 [ "$TIMELINES" = 1 ] || exit 0
 OUT=$R/timeline-d0 DEPTH=0 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d0 rc=$?"

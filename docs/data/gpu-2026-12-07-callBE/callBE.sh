@@ -13,15 +13,7 @@
 source scripts/device-call-lib.sh "${1:-480}"
 CONFIGS=${CONFIGS:-default GLINT_CUDA_MV_MIN_UNITS=32 GLINT_CUDA_MV_MIN_UNITS=16}
 anchor_files
-{ for r in 1 2; do
-  for cfg in $CONFIGS; do
-    [ $(left) -gt 200 ] || break 2
-    for m in 34 32; do
-      echo "== round $r s$m $cfg"
-      env ${cfg/#default/} $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
-    done
-  done
-done; } > $R/knobs.txt 2>&1; t knobs
+knob_rounds 200 $CONFIGS > $R/knobs.txt 2>&1; t knobs
 rm -f /tmp/s32.gguf /tmp/s34.gguf
 GLINT_CUDA_MV_MIN_UNITS=${TEST_UNITS:-32} OUT=$R/timeline-d0 DEPTH=0 STEPS=32 PROFILE_ARGS="$BF" B bash scripts/cuda-timeline.sh > /dev/null 2>&1; t "timeline d0 rc=$?"
 GLINT_CUDA_MV_MIN_UNITS=${TEST_UNITS:-32} OUT=$R/tests B bash scripts/cuda-tests.sh > $R/tests.txt 2>&1; t "tests rc=$?"

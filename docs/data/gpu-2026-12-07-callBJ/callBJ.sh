@@ -10,15 +10,7 @@
 source scripts/device-call-lib.sh "${1:-560}"
 OUT=$R/tests B bash scripts/cuda-tests.sh > $R/tests.txt 2>&1; t "tests rc=$?"
 anchor_files
-{ for r in 1 2; do
-  for kt in 128 64; do
-    [ $(left) -gt 60 ] || break 2
-    for m in 34 32; do
-      echo "== round $r s$m kt $kt"
-      GLINT_CUDA_IDX_KT=$kt B $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d 0,16384,65536 -b 1 -r 2 $BF 2>&1 | grep -E "tg64|rror|panic"
-    done
-  done
-done; } > $R/anchor.txt 2>&1; t anchor
+DEPTHS=0,16384,65536 knob_rounds 60 GLINT_CUDA_IDX_KT=128 GLINT_CUDA_IDX_KT=64 > $R/anchor.txt 2>&1; t anchor
 for m in 34 32; do
   B $G bench -m /tmp/s$m.gguf --device cuda -p 512 -n 0 -d 0 -b 1 -r 3 $BF 2>&1 | grep -E "pp512|rror|panic"
 done > $R/pp512.txt 2>&1; t pp512
