@@ -285,6 +285,24 @@ __device__ __forceinline__ void paged_load_tile(CacheView c, const long long* ro
     }
 }
 
+// ---- RoPE (elementwise.cu's rope, mla_kv_rows, indexer_k_rows and quant.cu's rope_split_*) ----
+// RoPE's pair i of a head (mode 0: dims 2i and 2i + 1; mode 1: i and i + half) and its angle's
+// scaled cosine and sine at position `pos`: the one expression every kernel that rotates shares,
+// so the fused kernels rotate exactly as rope does.
+struct RopePair {
+    int a, b;
+    float c, s;
+};
+__device__ __forceinline__ RopePair rope_pair(int i, int half, int mode, float pos, const float* inv_freq,
+                                              float attn_factor) {
+    const float ang = pos * inv_freq[i];
+    return {mode == 0 ? 2 * i : i, mode == 0 ? 2 * i + 1 : i + half, cosf(ang) * attn_factor, sinf(ang) * attn_factor};
+}
+__device__ __forceinline__ void rope_rotate(const RopePair& r, float x0, float x1, float& y0, float& y1) {
+    y0 = x0 * r.c - x1 * r.s;
+    y1 = x0 * r.s + x1 * r.c;
+}
+
 // ---- RMSNorm rows (elementwise.cu's norms and quant.cu's rms_norm_q8_k) -----------------------
 // Sums over a row are in f64 where the CPU reference sums in f64 (norm statistics), so both
 // backends round the same value once.

@@ -73,23 +73,6 @@ extern "C" __global__ void layer_norm(const float* x, const float* w, const floa
     for (int i = threadIdx.x; i < dim; i += blockDim.x) y[base + i] = ln1(x[base + i], mean, inv, w[i], b[i]);
 }
 
-// RoPE's pair i of a head (mode 0: dims 2i and 2i + 1; mode 1: i and i + half) and its angle's
-// scaled cosine and sine at position `pos`: the one expression rope, mla_kv_rows and
-// indexer_k_rows share, so the fused kernels rotate exactly as rope does.
-struct RopePair {
-    int a, b;
-    float c, s;
-};
-__device__ __forceinline__ RopePair rope_pair(int i, int half, int mode, float pos, const float* inv_freq,
-                                              float attn_factor) {
-    const float ang = pos * inv_freq[i];
-    return {mode == 0 ? 2 * i : i, mode == 0 ? 2 * i + 1 : i + half, cosf(ang) * attn_factor, sinf(ang) * attn_factor};
-}
-__device__ __forceinline__ void rope_rotate(const RopePair& r, float x0, float x1, float& y0, float& y1) {
-    y0 = x0 * r.c - x1 * r.s;
-    y1 = x0 * r.s + x1 * r.c;
-}
-
 // One thread per (token, head, pair). mode 0: pairs (2i, 2i+1); mode 1: (i, i + n_rot/2).
 extern "C" __global__ void rope(float* x, const u32* positions, const float* inv_freq, int n_tokens,
                                 int n_heads, int head_dim, int offset, int n_rot, int mode,

@@ -2857,6 +2857,23 @@ __device__ __forceinline__ float act_in(const float* __restrict__ x, const float
 
 // One warp per 32-element block, llama.cpp's x86 quantize_row_q8_0/1: inverse scale 127/amax,
 // round half to even, NaN → INT_MIN before the saturating pack; Q8_1 adds s = d·Σq.
+// quantize_q8_block: lane's value v of one block into the block at o (a whole warp calls it).
+template <bool Q8_1>
+__device__ __forceinline__ void quantize_q8_block(float v, int lane, u8* __restrict__ o) {
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float r = rintf(v * id);
+    const int i = isnan(r) ? (int)0x80000000 : __float2int_rn(r);
+    const int q = max(-128, min(127, i));
+    o[(Q8_1 ? 4 : 2) + lane] = (u8)(i8)q;
+    const int sum = (int)warp_sum_u32((u32)i);
+    if (lane == 0) {
+        *(__half*)o = __float2half_rn(d);
+        if (Q8_1) *(__half*)(o + 2) = __float2half_rn(d * (float)sum);
+    }
+}
+
 template <bool Q8_1>
 __device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, const float* __restrict__ u,
                                                 float* __restrict__ h, u8* __restrict__ out, long long nblocks) {
@@ -2864,19 +2881,7 @@ __device__ __forceinline__ void quantize_q8_x86(const float* __restrict__ x, con
     if (b >= nblocks) return;  // whole warp
     const int lane = threadIdx.x & 31;
     const float v = act_in(x, u, h, b * 32 + lane);
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    const float r = rintf(v * id);
-    const int i = isnan(r) ? (int)0x80000000 : __float2int_rn(r);
-    const int q = max(-128, min(127, i));
-    u8* o = out + b * (Q8_1 ? Q8_1_BYTES : Q8_0_BYTES);
-    o[(Q8_1 ? 4 : 2) + lane] = (u8)(i8)q;
-    const int sum = (int)warp_sum_u32((u32)i);
-    if (lane == 0) {
-        *(__half*)o = __float2half_rn(d);
-        if (Q8_1) *(__half*)(o + 2) = __float2half_rn(d * (float)sum);
-    }
+    quantize_q8_block<Q8_1>(v, lane, out + b * (Q8_1 ? Q8_1_BYTES : Q8_0_BYTES));
 }
 
 extern "C" __global__ void quantize_act_q8_0(const float* __restrict__ x, u8* __restrict__ out, long long nblocks) {
@@ -2900,6 +2905,47 @@ extern "C" __global__ void quantize_act_q8_1_glu(const float* __restrict__ g, co
     pdl_enter();
     quantize_q8_x86<true>(g, u, h, out, nblocks);
 }
+
+// An absorbed-MLA query's two parts in one launch (Backend::rope_split_for): block r is row r
+// (token r / n_heads) of x [rows × head_dim]. Warps 0 .. cols/32 − 1 copy block w of the row's
+// first `cols` values to y [rows × cols] and quantize it into out as quantize_act_q8_* does (the
+// same block function); the last warp rotates the row's RoPE pairs in place as rope does (the
+// same pair expression). The host launches it only where the rotated dims start at or past
+// `cols` (offset ≥ cols), so the copy reads values the rotation leaves alone.
+template <bool Q8_1>
+__device__ __forceinline__ void rope_split_q8(float* __restrict__ x, const u32* __restrict__ positions,
+                                              const float* __restrict__ inv_freq, int n_heads, int head_dim,
+                                              int offset, int n_rot, int mode, float attn_factor, int cols,
+                                              float* __restrict__ y, u8* __restrict__ out) {
+    const long long r = blockIdx.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nb = cols / 32;
+    float* row = x + r * head_dim;
+    if (warp < nb) {
+        const float v = row[warp * 32 + lane];
+        y[r * cols + warp * 32 + lane] = v;
+        quantize_q8_block<Q8_1>(v, lane, out + (r * nb + warp) * (Q8_1 ? Q8_1_BYTES : Q8_0_BYTES));
+        return;
+    }
+    const int half = n_rot / 2;
+    const float pos = (float)positions[r / n_heads];
+    float* v = row + offset;
+    for (int i = lane; i < half; i += 32) {
+        const RopePair p = rope_pair(i, half, mode, pos, inv_freq, attn_factor);
+        rope_rotate(p, v[p.a], v[p.b], v[p.a], v[p.b]);
+    }
+}
+
+#define ROPE_SPLIT_KERNEL(name, Q8_1)                                                                              \
+    extern "C" __global__ void name(float* __restrict__ x, const u32* __restrict__ positions,                     \
+                                    const float* __restrict__ inv_freq, int n_heads, int head_dim, int offset,    \
+                                    int n_rot, int mode, float attn_factor, int cols, float* __restrict__ y,       \
+                                    u8* __restrict__ out) {                                                       \
+        pdl_enter();                                                                                               \
+        rope_split_q8<Q8_1>(x, positions, inv_freq, n_heads, head_dim, offset, n_rot, mode, attn_factor, cols, y, \
+                            out);                                                                                  \
+    }
+ROPE_SPLIT_KERNEL(rope_split_q8_0, false)
+ROPE_SPLIT_KERNEL(rope_split_q8_1, true)
 
 // One warp per 256-element block (8 consecutive values a lane), ggml's quantize_row_q8_K_ref:
 // the scale comes from the first element of largest magnitude (-127 / max), ties to even,

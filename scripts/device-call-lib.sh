@@ -12,7 +12,8 @@
 #                bf16 latent + fp8 indexer cache options;
 #   knob_rounds RESERVE SETTING...
 #                tg64 of /tmp/s34.gguf then /tmp/s32.gguf under each SETTING (`default` for
-#                none, else NAME=VALUE environment words), two rounds alternating the settings,
+#                none, else NAME=VALUE environment words, the first of them `bin=PATH` for
+#                another glint binary than G), two rounds alternating the settings,
 #                at the depths in DEPTHS (default 0); stops a round early once RESERVE seconds
 #                or fewer are left;
 #   llama_build  builds llama-bench from device-pack/llama.cpp.tar.xz (scripts/llamacpp-pack.sh)
@@ -38,14 +39,19 @@ anchor_files() {
   B $G bench -m /tmp/s32.gguf --device cuda -p 0 -n 4 -d 0 -b 1 -r 1 $BF > /dev/null 2>&1; t warm
 }
 knob_rounds() {
-  local reserve=$1 r cfg m
+  local reserve=$1 r cfg m words g
   shift
   for r in 1 2; do
     for cfg in "$@"; do
       [ "$(left)" -gt "$reserve" ] || return 0
+      words=${cfg/#default/} g=$G
+      if [[ $words == bin=* ]]; then
+        g=${words%% *} words=${words#"${words%% *}"}
+        g=${g#bin=}
+      fi
       for m in 34 32; do
         echo "== round $r s$m $cfg"
-        env ${cfg/#default/} $G bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d "${DEPTHS:-0}" -b 1 -r 2 $BF 2>&1 \
+        env $words $g bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d "${DEPTHS:-0}" -b 1 -r 2 $BF 2>&1 \
           | grep -E "tg64|rror|panic"
       done
     done

@@ -428,6 +428,29 @@ pub trait Backend: Send + Sync {
         inv_freq: &Self::Buf,
         p: &RopeParams,
     ) -> Result<()>;
+    /// An absorbed-MLA query's two parts, in one op where a backend can: `x`
+    /// (`[n_tokens × n_heads × head_dim]`) rotated in place as [`Backend::rope`] does with `p`,
+    /// and the first `cols` values of each of its heads copied to `y` (`[n_tokens · n_heads ×
+    /// cols]`), the rows a per-head product with `next` reads next: a backend that quantizes
+    /// activations for its products may do so in the same launch (the CUDA backend: one launch
+    /// where rope, the copy and the quantizer were three, on the query's critical path). The
+    /// copy sees `x` after the rotation; the default runs `rope`, then `copy2d`.
+    #[allow(clippy::too_many_arguments)]
+    fn rope_split_for(
+        &self,
+        x: &mut Self::Buf,
+        positions: &Self::Ids,
+        inv_freq: &Self::Buf,
+        p: &RopeParams,
+        cols: usize,
+        y: &mut Self::Buf,
+        next: &Self::Weight<'_>,
+    ) -> Result<()> {
+        let _ = next;
+        self.rope(x, positions, inv_freq, p)?;
+        let rows = p.n_tokens * p.n_heads;
+        self.copy2d(x, Rows::of(p.head_dim), y, Rows::of(cols), rows, cols)
+    }
     /// An MLA layer's new latent cache rows, in one op where a backend can: `kv [n × row]`
     /// (`attn_kv_a`'s output, `row = kv_lora + rope.n_rot`) becomes, in place, its RMS-normed
     /// latent part (weight `norm`, `eps`) followed by its RoPE'd key part (`rope`: one head of

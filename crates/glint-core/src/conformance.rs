@@ -751,6 +751,47 @@ fn rope<B: Backend>(be: &B) {
         }
         let got = down(be, &b, x.len());
         close("rope", &format!("{mode:?}"), &got, &want, &mag, 2);
+        // The same rotation with each head's first `cols` values copied out for a per-head
+        // product (`rope_split_for`): the part before the rotated dims, and one reaching into
+        // them, which the copy sees rotated.
+        for cols in [offset, offset + 2] {
+            let next = weight(be, &[cols, 3, heads], &r.vec(cols * 3 * heads, 1.0));
+            let mut b = up(be, &x);
+            let mut y = be.alloc(n * heads * cols).expect("alloc");
+            be.rope_split_for(
+                &mut b,
+                &ids(be, &pos),
+                &up(be, &inv),
+                &p,
+                cols,
+                &mut y,
+                &next,
+            )
+            .expect("rope_split_for");
+            let case = format!("{mode:?}, {cols} columns copied");
+            close(
+                "rope_split_for",
+                &case,
+                &down(be, &b, x.len()),
+                &want,
+                &mag,
+                2,
+            );
+            let row = |v: &[f64]| -> Vec<f64> {
+                v.chunks(head_dim)
+                    .flat_map(|h| h[..cols].to_vec())
+                    .collect()
+            };
+            let got_y = down(be, &y, n * heads * cols);
+            close(
+                "rope_split_for y",
+                &case,
+                &got_y,
+                &row(&want),
+                &row(&mag),
+                2,
+            );
+        }
     }
 }
 

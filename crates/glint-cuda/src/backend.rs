@@ -614,6 +614,23 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         crate::elementwise::rope(self, x, positions, inv_freq, p)
     }
+    fn rope_split_for(
+        &self,
+        x: &mut CudaBuf,
+        positions: &CudaIds,
+        inv_freq: &CudaBuf,
+        p: &RopeParams,
+        cols: usize,
+        y: &mut CudaBuf,
+        next: &CudaWeight,
+    ) -> Result<()> {
+        if crate::quant::rope_split(self, x, positions, inv_freq, p, cols, y, next)? {
+            return Ok(());
+        }
+        self.rope(x, positions, inv_freq, p)?;
+        let rows = p.n_tokens * p.n_heads;
+        self.copy2d(x, Rows::of(p.head_dim), y, Rows::of(cols), rows, cols)
+    }
     fn add_rms_norm(
         &self,
         h: &mut CudaBuf,

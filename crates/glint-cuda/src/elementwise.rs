@@ -29,7 +29,7 @@ pub(crate) fn norm_grid(rows: usize, dim: usize) -> cudarc::driver::LaunchConfig
 }
 
 /// kernels/elementwise.cu's `mode` argument of the RoPE kernels.
-fn rope_mode_code(mode: RopeMode) -> i32 {
+pub(crate) fn rope_mode_code(mode: RopeMode) -> i32 {
     match mode {
         RopeMode::Interleaved => 0,
         RopeMode::Neox => 1,
@@ -152,15 +152,14 @@ pub(crate) fn norm(
     Ok(())
 }
 
-pub(crate) fn rope(
-    be: &CudaBackend,
-    x: &mut CudaBuf,
+/// Whether `p` fits x's heads and the buffers hold what a rotation by `p` reads and writes.
+pub(crate) fn check_rope(
+    op: &'static str,
+    x: &CudaBuf,
     positions: &CudaIds,
     inv_freq: &CudaBuf,
     p: &RopeParams,
 ) -> Result<()> {
-    let op = "rope";
-    let half = p.n_rot / 2;
     if !p.n_rot.is_multiple_of(2) || p.offset + p.n_rot > p.head_dim || p.n_heads * p.head_dim == 0
     {
         return Err(CoreError::Param {
@@ -171,9 +170,21 @@ pub(crate) fn rope(
             ),
         });
     }
-    need(op, "inv_freq", half, inv_freq.len)?;
+    need(op, "inv_freq", p.n_rot / 2, inv_freq.len)?;
     need(op, "positions", p.n_tokens, positions.len)?;
-    need(op, "x", p.n_tokens * p.n_heads * p.head_dim, x.len)?;
+    need(op, "x", p.n_tokens * p.n_heads * p.head_dim, x.len)
+}
+
+pub(crate) fn rope(
+    be: &CudaBackend,
+    x: &mut CudaBuf,
+    positions: &CudaIds,
+    inv_freq: &CudaBuf,
+    p: &RopeParams,
+) -> Result<()> {
+    let op = "rope";
+    let half = p.n_rot / 2;
+    check_rope(op, x, positions, inv_freq, p)?;
     let total = p.n_tokens * p.n_heads * half;
     if total == 0 {
         return Ok(());

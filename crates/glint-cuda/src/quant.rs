@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use glint_core::error::need;
-use glint_core::{CoreError, GgmlType, Result, StepSizes};
+use glint_core::{CoreError, GgmlType, Result, RopeParams, StepSizes};
 
 use crate::backend::{dev, grid_1d, int, CudaBackend};
 use crate::buffers::{CudaBuf, CudaIds, CudaWeight};
@@ -602,6 +602,97 @@ pub(crate) fn glu_activation(
         unsafe { b.launch(grid) }.map_err(dev(OP))
     })?;
     Ok(true)
+}
+
+/// [`glint_core::Backend::rope_split_for`] in one launch (kernels/quant.cu `rope_split_q8_*`): x
+/// rotated, the first `cols` values of each head copied to y and quantized for `next` into an
+/// activation slot keyed by y's new state, so the per-head product that follows finds them
+/// there. False (nothing done) where next's partner is not Q8_0 or Q8_1 (one warp a 32-value
+/// block), next's rows are not `cols` wide or its slices not the heads, the rotated dims start
+/// before `cols`, the product runs on cuBLAS (which reads y in bf16), slots are not reused, or
+/// `GLINT_CUDA_QSPLIT=0`; the caller then runs `rope` and `copy2d`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rope_split(
+    be: &CudaBackend,
+    x: &mut CudaBuf,
+    positions: &CudaIds,
+    inv_freq: &CudaBuf,
+    p: &RopeParams,
+    cols: usize,
+    y: &mut CudaBuf,
+    next: &CudaWeight,
+) -> Result<bool> {
+    const OP: &str = "rope_split_for";
+    let k = kind_of(OP, next)?;
+    let kernel = match k.partner {
+        GgmlType::Q8_0 => "rope_split_q8_0",
+        GgmlType::Q8_1 => "rope_split_q8_1",
+        _ => return Ok(false),
+    };
+    let blocks = cols / 32;
+    let fits = cols.is_multiple_of(32)
+        && (1..32).contains(&blocks)
+        && next.cols() == cols
+        && next.slices() == p.n_heads
+        && cols <= p.offset;
+    if !fits
+        || !reuse_on()
+        || !qsplit_on()
+        || crate::gemm::applies_heads(be, next, p.n_heads, p.n_tokens)
+    {
+        return Ok(false);
+    }
+    crate::elementwise::check_rope(OP, x, positions, inv_freq, p)?;
+    let rows = mul(OP, p.n_tokens, p.n_heads)?;
+    need(OP, "y", mul(OP, rows, cols)?, y.len)?;
+    if rows == 0 {
+        return Ok(true);
+    }
+    let args = [
+        int(OP, p.n_heads)?,
+        int(OP, p.head_dim)?,
+        int(OP, p.offset)?,
+        int(OP, p.n_rot)?,
+        crate::elementwise::rope_mode_code(p.mode),
+    ];
+    let cols_i = int(OP, cols)?;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            u32::try_from(rows).map_err(|_| CoreError::Param {
+                op: OP,
+                msg: format!("{rows} query rows"),
+            })?,
+            1,
+            1,
+        ),
+        block_dim: (32 * (blocks as u32 + 1), 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let f = be.func(Family::Quant, kernel)?;
+    written_with_slot(be, OP, y, k.partner, rows, cols, |yd, out| {
+        let mut b = be.launch(&f);
+        b.arg(x.data_mut())
+            .arg(&positions.data)
+            .arg(inv_freq.data());
+        for a in &args {
+            b.arg(a);
+        }
+        b.arg(&p.attn_factor).arg(&cols_i).arg(yd).arg(out);
+        // SAFETY: x holds n_tokens · n_heads rows of head_dim, positions n_tokens ids and
+        // inv_freq n_rot / 2 factors (check_rope); y holds rows · cols floats (checked above)
+        // and the slot was sized for rows · cols / 32 partner blocks. A block reads its row's
+        // first cols values and rotates dims offset .. offset + n_rot ≤ head_dim, apart since
+        // cols ≤ offset.
+        unsafe { b.launch(cfg) }.map_err(dev(OP))
+    })?;
+    Ok(true)
+}
+
+/// Whether [`rope_split`] runs (`GLINT_CUDA_QSPLIT=0`: rope, the copy and the quantizer as three
+/// launches, to measure what one saves; the same bits either way).
+fn qsplit_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_QSPLIT").map_or(true, |v| v != "0"))
 }
 
 /// Runs `launch`, a kernel that writes `y` (`rows × cols`) and its `partner` quantization,

@@ -1303,3 +1303,122 @@ fn short_per_head_rows_match_the_cpu_backend_and_the_batch() {
         }
     }
 }
+
+/// The absorbed query's two parts in one launch (`rope_split_for`: RoPE of each head's last
+/// dims, its first `cols` copied out and quantized for the per-head product that reads them):
+/// the rotated query, the copy and the product after it bit-identical to `rope`, `copy2d` and
+/// the product's own quantizer; the product against the CPU backend's. GLM-5's shape (64
+/// heads of 192 + 64, `attn_k_b` 512 rows) and a small one, for the partners the launch
+/// quantizes (Q8_0: Q8_0 and Q4_0 weights; Q8_1: Q4_1) and one it leaves to the separate ops
+/// (Q4_K's Q8_K).
+#[test]
+fn split_queries_match_the_cpu_backend_and_the_separate_ops() {
+    use glint_core::{RopeMode, RopeParams, Rows};
+    let cuda = CudaBackend::new(0).expect("CUDA device 0");
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(0x0e5e_5917_7a11);
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q4_K,
+    ] {
+        // (heads, nope, rope, rows of the per-head weight, mode)
+        let glm5 = (64usize, 192usize, 64usize, 512usize, RopeMode::Interleaved);
+        let small = (3, 64, 16, 4, RopeMode::Neox);
+        for (heads, nope, n_rot, rows, mode) in [glm5, small] {
+            let cols = if ty == GgmlType::Q4_K { 256 } else { nope };
+            let head_dim = cols + n_rot;
+            let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
+            let wb = weight_bytes(&mut rng, ty, cols * rows * heads);
+            let (wc, wcpu) = upload_both(&cuda, &cpu, "kb", ty, &[cols, rows, heads], &wb);
+            let inv: Vec<f32> = (0..n_rot / 2)
+                .map(|i| 10000f32.powf(-(2.0 * i as f32) / n_rot as f32))
+                .collect();
+            let invd = cuda.upload(&inv).unwrap();
+            for n in [1usize, 3] {
+                let what =
+                    format!("{ty} split query, {heads} heads of {cols} + {n_rot}, {n} tokens");
+                let x: Vec<f32> = (0..n * heads * head_dim).map(|_| rng.f() * 2.0).collect();
+                let posd = cuda.upload_ids(&[7u32, 300, 4000][..n]).unwrap();
+                let ids: Vec<u32> = (0..n * heads).map(|i| (i % heads) as u32).collect();
+                let idd = cuda.upload_ids(&ids).unwrap();
+                let p = RopeParams {
+                    n_tokens: n,
+                    n_heads: heads,
+                    head_dim,
+                    offset: cols,
+                    n_rot,
+                    mode,
+                    attn_factor: 1.0,
+                };
+                let (mut q1, mut q2) = (cuda.upload(&x).unwrap(), cuda.upload(&x).unwrap());
+                let (mut y1, mut y2) = (
+                    cuda.alloc(n * heads * cols).unwrap(),
+                    cuda.alloc(n * heads * cols).unwrap(),
+                );
+                cuda.rope_split_for(&mut q1, &posd, &invd, &p, cols, &mut y1, &wc)
+                    .expect("rope_split_for");
+                cuda.rope(&mut q2, &posd, &invd, &p).unwrap();
+                cuda.copy2d(
+                    &q2,
+                    Rows::of(head_dim),
+                    &mut y2,
+                    Rows::of(cols),
+                    n * heads,
+                    cols,
+                )
+                .unwrap();
+                let (mut o1, mut o2) = (
+                    cuda.alloc(n * heads * rows).unwrap(),
+                    cuda.alloc(n * heads * rows).unwrap(),
+                );
+                cuda.per_head_matmul(&wc, &idd, heads, &y1, n, &mut o1)
+                    .expect("product after rope_split_for");
+                cuda.per_head_matmul(&wc, &idd, heads, &y2, n, &mut o2)
+                    .unwrap();
+                let get = |b: &<CudaBackend as Backend>::Buf, len: usize| {
+                    let mut v = vec![0.0f32; len];
+                    cuda.download(b, &mut v).unwrap();
+                    v
+                };
+                let same = |a: &[f32], b: &[f32], part: &str| {
+                    for (i, (u, v)) in a.iter().zip(b).enumerate() {
+                        assert_eq!(
+                            u.to_bits(),
+                            v.to_bits(),
+                            "{what}: {part}[{i}] {u} vs separate {v}"
+                        );
+                    }
+                };
+                same(&get(&q1, x.len()), &get(&q2, x.len()), "q");
+                let ys = get(&y1, n * heads * cols);
+                same(&ys, &get(&y2, n * heads * cols), "y");
+                for (i, &v) in ys.iter().enumerate() {
+                    let (r, c) = (i / cols, i % cols);
+                    assert_eq!(v, x[r * head_dim + c], "{what}: y[{i}] is not x's value");
+                }
+                let out = get(&o1, n * heads * rows);
+                same(&out, &get(&o2, n * heads * rows), "product");
+                let mut want = vec![0.0f32; n * heads * rows];
+                let cpu_ids = cpu.upload_ids(&ids).unwrap();
+                cpu.per_head_matmul(&wcpu, &cpu_ids, heads, &ys, n, &mut want)
+                    .expect("cpu per_head_matmul");
+                let tol: Vec<f64> = (0..n * heads * rows)
+                    .map(|i| {
+                        let (pair, r) = (i / rows, i % rows);
+                        let g = (pair % heads) * rows + r;
+                        let w = &wb[g * row_bytes..(g + 1) * row_bytes];
+                        tolerance(
+                            ty,
+                            cols,
+                            abs_terms(ty, w, &ys[pair * cols..(pair + 1) * cols]),
+                        )
+                    })
+                    .collect();
+                check_close(&what, &out, &want, &tol);
+            }
+        }
+        eprintln!("{ty}: split queries ok");
+    }
+}

@@ -220,17 +220,20 @@ pub fn forward<B: Backend>(
     let has_q_lora = matches!(w.q, QProj::Lora { .. });
     // Two chains beside each other (a second stream on a GPU): the indexer reads only the
     // normed input and q_lora. While it only writes its keys, the latent rows join it and the
-    // query path runs alone beside them. When it selects (the longer chain), its keys and head
-    // weights run beside q_lora, then its scores and top-k beside the query's rest and the
-    // latent rows.
+    // query path runs alone beside them. When it selects (the longer chain, the step's critical
+    // path), its keys run beside q_lora and its head weights, then its query, scores and top-k
+    // beside the query's rest and the latent rows. The head weights sit on the main chain,
+    // after q_lora, because the indexer's query waits for q_lora anyway: on the side chain,
+    // after the keys, they held that query back by their own time (an H100 timeline at 16k,
+    // call BC: q_lora ready 12 µs before the side chain reached the indexer's query).
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
             be.branches(|b| {
-                b.side(|| {
-                    indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)?;
+                b.side(|| indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix))?;
+                b.main(|| {
+                    q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
                     Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?)
                 })?;
-                b.main(|| q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora))?;
                 b.side_after_main(|| {
                     indexer_select(be, iw, d, rope, step, keys, &sc.q_lora, &mut sc.ix)
                 })?;
@@ -353,8 +356,15 @@ fn queries<B: Backend>(
         QProj::Direct(wq) => be.matmul(wq, a, n, q)?,
     }
     let rp = rope_params(rope, d, n, h, qk, d.nope, rope.mode);
-    be.rope(q, &step.positions, &rope.inv_freq, &rp)?;
-    be.copy2d(q, Rows::of(qk), q_nope, Rows::of(d.nope), n * h, d.nope)?;
+    be.rope_split_for(
+        q,
+        &step.positions,
+        &rope.inv_freq,
+        &rp,
+        d.nope,
+        q_nope,
+        &w.k_b,
+    )?;
     be.per_head_matmul(&w.k_b, &step.head_ids, h, q_nope, n, q_absorbed)?;
     Ok(())
 }
