@@ -682,9 +682,9 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
 }
 
 // ---- top-k over a cluster of blocks (Hopper) ----------------------------------------------------
-// top_k_rows_s's set and order with a row spread over the CL blocks of a thread-block cluster: a
-// decode step has one row, and one block on one multiprocessor spent 22 µs on 16k keys (kernel
-// bench, H200) while the others idled. Block r of a row's cluster keeps keys [r·per,
+// top_k_rows_s's set and order with a row spread over the TOPK_CLUSTER blocks of a thread-block
+// cluster: a decode step has one row, and one block on one multiprocessor spent 22 µs on 16k keys
+// (kernel bench, H200) while the others idled. Block r of a row's cluster keeps keys [r·per,
 // (r + 1)·per) in its shared memory; each radix pass counts them into the warps' histograms and
 // sums those into the block's `tot`, a cluster barrier, and every block adds the cluster's `tot`s
 // (distributed shared memory) in the same order, so all pick the same bin. `tot` alternates
@@ -693,15 +693,13 @@ extern "C" __global__ void __launch_bounds__(1024) top_k_rows_s(const float* x, 
 // counts of the blocks before it (lower indices) place its indices, as the warps' counts do
 // within a block. Remote reads are issued together (a volatile load and its use, one after the
 // other, is a round trip each). A last barrier keeps each block's shared memory alive until the others have
-// read it. Grid: rows × CL blocks; dynamic shared memory: (blockDim.x / 32) · 256 + per words,
-// per = ceil(n / CL) rounded up to 32. Two instances: `top_k_rows_c` (CL = 8, the portable
-// cluster size) and `top_k_rows_c16` (CL = 16, which the host launches only where the device
-// allows a cluster that wide: Nsight had the 8-block one issuing on every cycle its schedulers
-// could at 64k keys, so more blocks split the same instructions).
+// read it. Grid: rows × TOPK_CLUSTER blocks; dynamic shared memory: (blockDim.x / 32) · 256 +
+// per words, per = ceil(n / TOPK_CLUSTER) rounded up to 32.
+#define TOPK_CLUSTER 8
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define TOPK_CLUSTER_DIMS(CL) __cluster_dims__(CL, 1, 1)
+#define TOPK_CLUSTER_DIMS __cluster_dims__(TOPK_CLUSTER, 1, 1)
 #else
-#define TOPK_CLUSTER_DIMS(CL)
+#define TOPK_CLUSTER_DIMS
 #endif
 
 __device__ __forceinline__ void cluster_barrier() {
@@ -722,8 +720,9 @@ __device__ __forceinline__ u32 cluster_ld(const u32* p, u32 rank) {
     return v;
 }
 
-template <int CL>
-__device__ __forceinline__ void top_k_rows_cluster(const float* x, int n, int k, u32* ids) {
+extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_c(const float* x, int n, int k,
+                                                                                  u32* ids) {
+    pdl_enter();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ u32 tc_smem[];
     __shared__ u32 tot[2][256], ctot[256];
@@ -732,8 +731,8 @@ __device__ __forceinline__ void top_k_rows_cluster(const float* x, int n, int k,
     u32 rank;
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = bd >> 5;
-    const long long row_i = blockIdx.x / CL;
-    const int per = ((n + CL - 1) / CL + 31) & ~31;
+    const long long row_i = blockIdx.x / TOPK_CLUSTER;
+    const int per = ((n + TOPK_CLUSTER - 1) / TOPK_CLUSTER + 31) & ~31;
     const int lo = min(n, (int)rank * per), m = min(n, lo + per) - lo;
     u32* wh = tc_smem;
     u32* sk = tc_smem + nw * 256;
@@ -774,12 +773,12 @@ __device__ __forceinline__ void top_k_rows_cluster(const float* x, int n, int k,
         // A thread a bin reads the bin of every block, all loads issued before the first sum (in
         // a loop of load-then-add each waited out the last: 64 round trips a pass, 3 µs).
         for (int i = tid; i < 256; i += bd) {
-            u32 v[CL];
+            u32 v[TOPK_CLUSTER];
 #pragma unroll
-            for (int r = 0; r < CL; r++) v[r] = cluster_ld(&t[i], (u32)r);
+            for (int r = 0; r < TOPK_CLUSTER; r++) v[r] = cluster_ld(&t[i], (u32)r);
             u32 sum = 0;
 #pragma unroll
-            for (int r = 0; r < CL; r++) sum += v[r];
+            for (int r = 0; r < TOPK_CLUSTER; r++) sum += v[r];
             ctot[i] = sum;
         }
         __syncthreads();
@@ -811,15 +810,15 @@ __device__ __forceinline__ void top_k_rows_cluster(const float* x, int n, int k,
         blk[1] = be;
     }
     cluster_barrier();
-    u32 bgt[CL], beq[CL];
+    u32 bgt[TOPK_CLUSTER], beq[TOPK_CLUSTER];
 #pragma unroll
-    for (int r = 0; r < CL; r++) {
+    for (int r = 0; r < TOPK_CLUSTER; r++) {
         bgt[r] = cluster_ld(&blk[0], (u32)r);
         beq[r] = cluster_ld(&blk[1], (u32)r);
     }
     u32 ogt = 0, oeq = 0;
 #pragma unroll
-    for (int r = 0; r < CL; r++)
+    for (int r = 0; r < TOPK_CLUSTER; r++)
         if ((u32)r < rank) {
             ogt += bgt[r];
             oeq += beq[r];
@@ -835,12 +834,3 @@ __device__ __forceinline__ void top_k_rows_cluster(const float* x, int n, int k,
     __trap();  // the host launches it on sm_90+ only
 #endif
 }
-
-#define TOPK_CLUSTER_KERNEL(name, CL)                                                                             \
-    extern "C" __global__ void TOPK_CLUSTER_DIMS(CL) __launch_bounds__(1024) name(const float* x, int n, int k, \
-                                                                                 u32* ids) {                 \
-        pdl_enter();                                                                                          \
-        top_k_rows_cluster<CL>(x, n, k, ids);                                                                 \
-    }
-TOPK_CLUSTER_KERNEL(top_k_rows_c, 8)
-TOPK_CLUSTER_KERNEL(top_k_rows_c16, 16)

@@ -80,19 +80,8 @@ fn topk_shared() -> bool {
     topk_choice() != "rows"
 }
 
-/// The cluster top-k kernels (kernels/indexer.cu `TOPK_CLUSTER_KERNEL`) and their blocks a
-/// cluster: eight (the portable size), and sixteen, which the device must allow
-/// (`GLINT_CUDA_TOPK_CLUSTER=16`; where it cannot run one, the eight-block kernel). Nsight had
-/// the eight-block kernel's schedulers issuing about every other cycle at 64k keys (call BH), so
-/// twice the blocks split the same instructions; the set and order of the ids do not depend on
-/// the width.
-const TOPK_CLUSTER: (&str, usize) = ("top_k_rows_c", 8);
-const TOPK_CLUSTER_WIDE: (&str, usize) = ("top_k_rows_c16", 16);
-
-fn topk_wide() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_TOPK_CLUSTER").is_ok_and(|v| v == "16"))
-}
+/// Blocks of a `top_k_rows_c` cluster (kernels/indexer.cu TOPK_CLUSTER).
+const TOPK_CLUSTER: usize = 8;
 /// Row widths from which a few rows take the cluster kernel (kernel bench, H100, one row:
 /// 4,096 keys 14.6 µs against `top_k_rows_s`'s 12.8, the cluster's barriers and remote reads
 /// costing more than the passes they split; 16,384 keys 16.0 against 22.1; 65,536 22.1 against
@@ -112,8 +101,6 @@ struct Inner {
     part: Option<CudaSlice<f32>>,
     part_len: usize,
     limits: Option<Limits>,
-    /// Whether a `top_k_rows_c16` cluster of (threads, shared bytes) blocks runs here.
-    wide_topk: Vec<((usize, usize), bool)>,
 }
 
 #[derive(Clone, Copy)]
@@ -436,11 +423,10 @@ pub(crate) fn top_k(
     Ok(())
 }
 
-/// `top_k_rows_c` (kernels/indexer.cu): each row over a cluster of blocks ([`TOPK_CLUSTER`],
-/// or [`TOPK_CLUSTER_WIDE`] where asked for and the device runs it), where a one-block-a-row
-/// grid would leave most multiprocessors idle (Hopper, rows of at least [`TOPK_CLUSTER_MIN`], up
-/// to a quarter of the multiprocessors' worth of clusters) and a block's share of keys fits its
-/// shared memory. `None` when the call takes the other kernels.
+/// `top_k_rows_c` (kernels/indexer.cu): each row over a cluster of [`TOPK_CLUSTER`] blocks, where
+/// a one-block-a-row grid would leave most multiprocessors idle (Hopper, rows of at least
+/// [`TOPK_CLUSTER_MIN`], up to a quarter of the multiprocessors' worth of clusters) and a block's
+/// share of keys fits its shared memory. `None` when the call takes the other kernels.
 fn top_k_cluster(
     be: &CudaBackend,
     x: &CudaBuf,
@@ -457,92 +443,32 @@ fn top_k_cluster(
     if be.info().compute_capability.0 < 9
         || !matches!(topk_choice(), "" | "cluster")
         || n < TOPK_CLUSTER_MIN
+        || rows * TOPK_CLUSTER * 4 > sms
     {
         return Ok(None);
     }
-    let kinds = if topk_wide() {
-        &[TOPK_CLUSTER_WIDE, TOPK_CLUSTER][..]
-    } else {
-        &[TOPK_CLUSTER][..]
+    let name = "top_k_rows_c";
+    let f = be.func(Family::Indexer, name)?;
+    let per = n.div_ceil(TOPK_CLUSTER).next_multiple_of(32);
+    // About four keys a thread a pass.
+    let threads = (per / 4).next_power_of_two().clamp(128, 1024);
+    let smem = (threads / 32 * 256 + per) * 4;
+    if smem > be.smem.dynamic_limit(be, op, &f, name)? {
+        return Ok(None);
+    }
+    be.smem.allow(be, op, &f, name, smem)?;
+    let cfg = LaunchConfig {
+        grid_dim: (int(op, rows * TOPK_CLUSTER)? as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: smem as u32,
     };
-    for &(name, cl) in kinds {
-        if rows * cl * 4 > sms {
-            continue;
-        }
-        let f = be.func(Family::Indexer, name)?;
-        let per = n.div_ceil(cl).next_multiple_of(32);
-        // About four keys a thread a pass.
-        let threads = (per / 4).next_power_of_two().clamp(128, 1024);
-        let smem = (threads / 32 * 256 + per) * 4;
-        if smem > be.smem.dynamic_limit(be, op, &f, name)? {
-            continue;
-        }
-        be.smem.allow(be, op, &f, name, smem)?;
-        if cl > TOPK_CLUSTER.1 && !wide_cluster_runs(be, &f, cl, threads, smem) {
-            continue;
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (int(op, rows * cl)? as u32, 1, 1),
-            block_dim: (threads as u32, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let (n_i, k_i) = (int(op, n)?, int(op, k)?);
-        let mut b = be.launch(&f);
-        b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
-        // SAFETY: argument types match the kernel (its cluster shape is compiled in, the grid a
-        // multiple of it); rows·n values are read, rows·k ids written.
-        unsafe { b.launch(cfg) }.map_err(dev(op))?;
-        return Ok(Some(()));
-    }
-    Ok(None)
-}
-
-/// Whether a cluster of `cl` blocks of `f` (beyond the portable eight) runs on this device:
-/// allowed on the kernel, and at least one such cluster fitting at once (the driver's
-/// occupancy answer; asked once a block shape). Any error means no.
-fn wide_cluster_runs(
-    be: &CudaBackend,
-    f: &cudarc::driver::CudaFunction,
-    cl: usize,
-    threads: usize,
-    smem: usize,
-) -> bool {
-    use cudarc::driver::sys;
-    let mut inner = be.attn.lock();
-    if let Some(&(_, ok)) = inner.wide_topk.iter().find(|(k, _)| *k == (threads, smem)) {
-        return ok;
-    }
-    let allowed = f
-        .set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-            1,
-        )
-        .is_ok();
-    let config = sys::CUlaunchConfig {
-        gridDimX: cl as u32,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: threads as u32,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem as u32,
-        hStream: std::ptr::null_mut(),
-        attrs: std::ptr::null_mut(),
-        numAttrs: 0,
-    };
-    let mut clusters = 0;
-    // SAFETY: `config` is a complete launch configuration without attributes (the kernel's
-    // cluster shape is compiled in); the driver writes one int.
-    let ok = allowed
-        && unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &config) }
-            .result()
-            .is_ok()
-        && clusters >= 1;
-    if !ok {
-        tracing::info!("a {cl}-block top-k cluster does not run here: the 8-block kernel instead");
-    }
-    inner.wide_topk.push(((threads, smem), ok));
-    ok
+    let (n_i, k_i) = (int(op, n)?, int(op, k)?);
+    let mut b = be.launch(&f);
+    b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    // SAFETY: argument types match the kernel (its cluster shape is compiled in, the grid a
+    // multiple of it); rows·n values are read, rows·k ids written.
+    unsafe { b.launch(cfg) }.map_err(dev(op))?;
+    Ok(Some(()))
 }
 
 /// How `mla_attention` covers a call: heads per block, key-list chunks.
@@ -1031,6 +957,7 @@ mod tests {
             ("IDX_T32_KT", IDX_T32_KT),
             ("IDX_MMA_KT", IDX_MMA_KT),
             ("IDX_MMA_KT_WIDE", IDX_MMA_KT_WIDE),
+            ("TOPK_CLUSTER", TOPK_CLUSTER),
         ] {
             assert_eq!(
                 Family::Indexer.define(name),
@@ -1066,14 +993,7 @@ mod tests {
             "IDX_MMA_KERNEL(fp8, CACHE_FP8, 128, IDX_MMA_KT_WIDE)",
             "top_k_rows(",
             "top_k_rows_s(",
-            &format!(
-                "TOPK_CLUSTER_KERNEL({}, {})",
-                TOPK_CLUSTER.0, TOPK_CLUSTER.1
-            ),
-            &format!(
-                "TOPK_CLUSTER_KERNEL({}, {})",
-                TOPK_CLUSTER_WIDE.0, TOPK_CLUSTER_WIDE.1
-            ),
+            "top_k_rows_c(",
         ] {
             assert!(idx.contains(k), "kernels/indexer.cu: {k}");
         }

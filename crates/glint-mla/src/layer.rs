@@ -221,22 +221,19 @@ pub fn forward<B: Backend>(
     // Two chains beside each other (a second stream on a GPU): the indexer reads only the
     // normed input and q_lora. While it only writes its keys, the latent rows join it and the
     // query path runs alone beside them. When it selects (the longer chain, the step's critical
-    // path), its keys run beside q_lora and its head weights, then its query, scores and top-k
-    // beside the query's rest and the latent rows. The head weights sit on the main chain,
-    // after q_lora, because the indexer's query waits for q_lora anyway: on the side chain,
-    // after the keys, they held that query back by their own time (an H100 timeline at 16k,
-    // call BC: q_lora ready 12 µs before the side chain reached the indexer's query).
+    // path), its keys run beside q_lora; its query (which waits for q_lora) beside its head
+    // weights, which the main chain computes after q_lora; then its scores and top-k beside
+    // the query's rest and the latent rows. On an H100 at 16k (calls BC and BK) the head
+    // weights, a ~9 µs launch, held the indexer's query back wherever they ran before it on
+    // either chain.
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
             be.branches(|b| {
                 b.side(|| indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix))?;
-                b.main(|| {
-                    q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora)?;
-                    Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?)
-                })?;
-                b.side_after_main(|| {
-                    indexer_select(be, iw, d, rope, step, keys, &sc.q_lora, &mut sc.ix)
-                })?;
+                b.main(|| q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora))?;
+                b.side_after_main(|| indexer_query(be, iw, d, rope, step, &sc.q_lora, &mut sc.ix))?;
+                b.main(|| Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?))?;
+                b.side_after_main(|| indexer_select(be, iw, step, keys, &mut sc.ix))?;
                 b.main(|| {
                     let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
                     queries(be, w, d, rope, a, step, &sc.q_lora, q, q_nope, q_abs)?;
@@ -430,24 +427,19 @@ fn indexer_keys<B: Backend>(
     Ok(())
 }
 
-/// The DSA lightning indexer's selection, once its keys are cached (`indexer_keys`) and its
-/// head weights computed into `sc.w` (`w = W_Iw a`): each query's `top_k` logical key
-/// positions `[n × top_k]` into `sc.selected`. Run only when some query sees more than
-/// `top_k` keys (known on the host from the plan); otherwise every visible key is selected
-/// and dense attention is exact (spec §3.7).
-#[allow(clippy::too_many_arguments)]
-fn indexer_select<B: Backend>(
+/// The DSA lightning indexer's query `[n × H_I × d_I]`, RoPE'd, into `sc.q`: the selection's
+/// first op, so it checks the selection's scratch.
+fn indexer_query<B: Backend>(
     be: &B,
     iw: &IndexerWeights<'_, B>,
     d: &MlaDims,
     rope: &Rope<B>,
     step: &StepInputs<B>,
-    keys: &B::Cache,
     q_lora: &B::Buf,
     sc: &mut IndexerScratch<B>,
 ) -> Result<()> {
-    let n = step.n;
-    let id = &iw.dims;
+    let (n, id) = (step.n, &iw.dims);
+    // The selection's scratch checked before its first op.
     let need = be.indexer_scratch_len(n, step.max_seen);
     if need > sc.scratch_len {
         return Err(MlaError::Scratch {
@@ -459,6 +451,23 @@ fn indexer_select<B: Backend>(
     be.matmul(&iw.q_b, q_lora, n, &mut sc.q)?;
     let rp = rope_params(rope, d, n, id.n_heads, id.head_dim, 0, id.rope_mode);
     be.rope(&mut sc.q, &step.positions, &rope.inv_freq, &rp)?;
+    Ok(())
+}
+
+/// The DSA lightning indexer's selection, once its keys are cached (`indexer_keys`), its
+/// query formed (`indexer_query`) and its head weights computed into `sc.w` (`w = W_Iw a`):
+/// each query's `top_k` logical key positions `[n × top_k]` into `sc.selected`. Run only when
+/// some query sees more than `top_k` keys (known on the host from the plan); otherwise every
+/// visible key is selected and dense attention is exact (spec §3.7).
+fn indexer_select<B: Backend>(
+    be: &B,
+    iw: &IndexerWeights<'_, B>,
+    step: &StepInputs<B>,
+    keys: &B::Cache,
+    sc: &mut IndexerScratch<B>,
+) -> Result<()> {
+    let n = step.n;
+    let id = &iw.dims;
     be.indexer_select(
         &sc.q,
         &sc.w,
