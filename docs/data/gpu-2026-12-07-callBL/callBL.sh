@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Device call BL (twelfth session): call BK found the indexer's head weights on the main chain
-# after q_lora slower at 16k (the indexer's query then waited for them and ran beside W_qb).
-# The head binary issues the indexer's query on the side chain as soon as q_lora is there,
-# the head weights on the main chain beside it, and the scores after both (`side_after_main`
-# twice). Against call BK's binary (`a9a1b05`, carried as device-pack/glint-a9a1b05.xz), with
-# the session's device time nearly spent: (1) the CUDA tests that run the indexer and graphs;
-# (2) a decode timeline at 16k (1 dense + 1 MoE file); (3) tg32 of that file at 16,384 and
-# 65,536, both binaries, two alternating rounds. Run from the repository root with
-# device-pack/ carried: bash callBL.sh 200
+# Device call BL (written in the twelfth session, NOT RUN: the session's device time ran out
+# on machines that did not start). Call BK found the indexer's head weights on the main chain
+# after q_lora 2% slower at 16k (the indexer's query then waited for them and ran beside
+# W_qb), so the head went back to their place on the side chain. `dce20c4` had instead the
+# indexer's query on the side chain as soon as q_lora is there, the head weights beside it on
+# the main chain, and the scores after both (`side_after_main` twice); by call BK's 16k
+# timeline that should start the scores ~8 µs sooner than the head's order. To run: apply
+# dce20c4's crates/glint-mla/src/layer.rs hunk (`git show dce20c4 -- crates/glint-mla/src/layer.rs`),
+# build (scripts/cuda-build.sh), pack device-bin into device-pack/bin.tar.xz and the head's
+# glint as device-pack/glint-base.xz, then: bash callBL.sh 200
+# (1) the CUDA tests that run the indexer and graphs; (2) a decode timeline at 16k (1 dense + 1
+# MoE file); (3) tg32 of that file at 16,384 and 65,536, both binaries, two alternating rounds.
 source scripts/device-call-lib.sh "${1:-200}"
-xz -dc device-pack/glint-a9a1b05.xz > device-bin/glint-old && chmod +x device-bin/glint-old
+xz -dc device-pack/glint-base.xz > device-bin/glint-old && chmod +x device-bin/glint-old
 for b in glint-cuda--graphs glm5-model--indexer_topk glm5-model--batched_step glm5-model--forward_fixture glm5-model--llamacpp_quantized glm5-model--tp; do
   f=(); case $b in glm5-model--*) f=(::cuda) ;; esac
   B device-bin/tests/$b "${f[@]}" > $R/$b.log 2>&1
