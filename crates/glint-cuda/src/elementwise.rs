@@ -29,7 +29,7 @@ pub(crate) fn norm_grid(rows: usize, dim: usize) -> cudarc::driver::LaunchConfig
 }
 
 /// kernels/elementwise.cu's `mode` argument of the RoPE kernels.
-pub(crate) fn rope_mode_code(mode: RopeMode) -> i32 {
+fn rope_mode_code(mode: RopeMode) -> i32 {
     match mode {
         RopeMode::Interleaved => 0,
         RopeMode::Neox => 1,
@@ -152,6 +152,18 @@ pub(crate) fn norm(
     Ok(())
 }
 
+/// The RoPE kernels' `n_heads, head_dim, offset, n_rot, mode` arguments (`rope`,
+/// `rope_split_q8_*`).
+pub(crate) fn rope_geometry(op: &'static str, p: &RopeParams) -> Result<[i32; 5]> {
+    Ok([
+        int(op, p.n_heads)?,
+        int(op, p.head_dim)?,
+        int(op, p.offset)?,
+        int(op, p.n_rot)?,
+        rope_mode_code(p.mode),
+    ])
+}
+
 /// Whether `p` fits x's heads and the buffers hold what a rotation by `p` reads and writes.
 pub(crate) fn check_rope(
     op: &'static str,
@@ -190,19 +202,13 @@ pub(crate) fn rope(
         return Ok(());
     }
     let f = be.func(FAM, "rope")?;
-    let args = [
-        int(op, p.n_tokens)?,
-        int(op, p.n_heads)?,
-        int(op, p.head_dim)?,
-        int(op, p.offset)?,
-        int(op, p.n_rot)?,
-        rope_mode_code(p.mode),
-    ];
+    let (n_tokens, geometry) = (int(op, p.n_tokens)?, rope_geometry(op, p)?);
     let mut b = be.launch(&f);
     b.arg(x.data_mut())
         .arg(&positions.data)
-        .arg(inv_freq.data());
-    for a in &args {
+        .arg(inv_freq.data())
+        .arg(&n_tokens);
+    for a in &geometry {
         b.arg(a);
     }
     b.arg(&p.attn_factor);

@@ -648,13 +648,7 @@ pub(crate) fn rope_split(
     if rows == 0 {
         return Ok(true);
     }
-    let args = [
-        int(OP, p.n_heads)?,
-        int(OP, p.head_dim)?,
-        int(OP, p.offset)?,
-        int(OP, p.n_rot)?,
-        crate::elementwise::rope_mode_code(p.mode),
-    ];
+    let geometry = crate::elementwise::rope_geometry(OP, p)?;
     let cols_i = int(OP, cols)?;
     let cfg = LaunchConfig {
         grid_dim: (
@@ -674,7 +668,7 @@ pub(crate) fn rope_split(
         b.arg(x.data_mut())
             .arg(&positions.data)
             .arg(inv_freq.data());
-        for a in &args {
+        for a in &geometry {
             b.arg(a);
         }
         b.arg(&p.attn_factor).arg(&cols_i).arg(yd).arg(out);
