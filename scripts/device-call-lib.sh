@@ -49,6 +49,7 @@ knob_rounds() {
         g=${words%% *} words=${words#"${words%% *}"}
         g=${g#bin=}
       fi
+      [ -x "$g" ] || { echo "== round $r $cfg: error: no executable at $g"; continue; }
       for m in 34 32; do
         echo "== round $r s$m $cfg"
         env $words $g bench -m /tmp/s$m.gguf --device cuda -p 0 -n 64 -d "${DEPTHS:-0}" -b 1 -r 2 $BF 2>&1 \

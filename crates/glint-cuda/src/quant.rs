@@ -607,10 +607,12 @@ pub(crate) fn glu_activation(
 /// [`glint_core::Backend::rope_split_for`] in one launch (kernels/quant.cu `rope_split_q8_*`): x
 /// rotated, the first `cols` values of each head copied to y and quantized for `next` into an
 /// activation slot keyed by y's new state, so the per-head product that follows finds them
-/// there. False (nothing done) where next's partner is not Q8_0 or Q8_1 (one warp a 32-value
-/// block), next's rows are not `cols` wide or its slices not the heads, the rotated dims start
-/// before `cols`, the product runs on cuBLAS (which reads y in bf16), slots are not reused, or
-/// `GLINT_CUDA_QSPLIT=0`; the caller then runs `rope` and `copy2d`.
+/// there. False (nothing done) where next's type has no kernels or its partner is not Q8_0 or
+/// Q8_1 (one warp a 32-value block), `cols` is not a multiple of 32 below 1024 (a warp a block
+/// plus one for the rotation, in one thread block), next's rows are not `cols` wide or its
+/// slices not the heads, the rotated dims start before `cols`, the product runs on cuBLAS
+/// (which reads y in bf16), slots are not reused, or `GLINT_CUDA_QSPLIT=0`; the caller then
+/// runs `rope` and `copy2d`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rope_split(
     be: &CudaBackend,
@@ -623,7 +625,9 @@ pub(crate) fn rope_split(
     next: &CudaWeight,
 ) -> Result<bool> {
     const OP: &str = "rope_split_for";
-    let k = kind_of(OP, next)?;
+    let Ok(k) = kind_of(OP, next) else {
+        return Ok(false);
+    };
     let kernel = match k.partner {
         GgmlType::Q8_0 => "rope_split_q8_0",
         GgmlType::Q8_1 => "rope_split_q8_1",

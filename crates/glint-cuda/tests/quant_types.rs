@@ -1357,8 +1357,16 @@ fn split_queries_match_the_cpu_backend_and_the_separate_ops() {
                     cuda.alloc(n * heads * cols).unwrap(),
                     cuda.alloc(n * heads * cols).unwrap(),
                 );
-                cuda.rope_split_for(&mut q1, &posd, &invd, &p, cols, &mut y1, &wc)
-                    .expect("rope_split_for");
+                // The one-launch path where it applies (checked, so a silent fallback to the
+                // separate ops cannot pass as the fused kernel's bits), else the trait's.
+                let fused = cuda
+                    .rope_split_fused(&mut q1, &posd, &invd, &p, cols, &mut y1, &wc)
+                    .expect("rope_split_fused");
+                assert_eq!(fused, ty != GgmlType::Q4_K, "{what}: one launch");
+                if !fused {
+                    cuda.rope_split_for(&mut q1, &posd, &invd, &p, cols, &mut y1, &wc)
+                        .expect("rope_split_for");
+                }
                 cuda.rope(&mut q2, &posd, &invd, &p).unwrap();
                 cuda.copy2d(
                     &q2,

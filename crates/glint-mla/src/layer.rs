@@ -224,7 +224,7 @@ pub fn forward<B: Backend>(
     // weights run beside q_lora, then its query, scores and top-k beside the query's rest and
     // the latent rows. (The head weights on the main chain after q_lora made decode at 16k 2%
     // slower on an H100, call BK: the indexer's query then waited for them and ran beside
-    // W_qb; `dce20c4` has the indexer's query beside them instead, not yet measured.)
+    // W_qb; `2946830` has the indexer's query beside them instead, not yet measured.)
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
             be.branches(|b| {

@@ -2,12 +2,12 @@
 # Device call BL (written in the twelfth session, NOT RUN: the session's device time ran out
 # on machines that did not start). Call BK found the indexer's head weights on the main chain
 # after q_lora 2% slower at 16k (the indexer's query then waited for them and ran beside
-# W_qb), so the head went back to their place on the side chain. `dce20c4` had instead the
+# W_qb), so the head went back to their place on the side chain. `2946830` had instead the
 # indexer's query on the side chain as soon as q_lora is there, the head weights beside it on
 # the main chain, and the scores after both (`side_after_main` twice); by call BK's 16k
-# timeline that should start the scores ~8 µs sooner than the head's order. To run: apply
-# dce20c4's crates/glint-mla/src/layer.rs hunk (`git show dce20c4 -- crates/glint-mla/src/layer.rs`),
-# build (scripts/cuda-build.sh), pack device-bin into device-pack/bin.tar.xz and the head's
+# timeline that should start the scores ~8 µs sooner than the head's order. To run: take
+# 2946830's layer.rs (`git checkout 2946830 -- crates/glint-mla/src/layer.rs`; since then only
+# its branch order was put back, in 70e3dae), build (scripts/cuda-build.sh), pack device-bin into device-pack/bin.tar.xz and the head's
 # glint as device-pack/glint-base.xz, then: bash callBL.sh 200
 # (1) the CUDA tests that run the indexer and graphs; (2) a decode timeline at 16k (1 dense + 1
 # MoE file); (3) tg32 of that file at 16,384 and 65,536, both binaries, two alternating rounds.
