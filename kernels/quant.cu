@@ -2856,8 +2856,8 @@ __device__ __forceinline__ float act_in(const float* __restrict__ x, const float
 }
 
 // One warp per 32-element block, llama.cpp's x86 quantize_row_q8_0/1: inverse scale 127/amax,
-// round half to even, NaN → INT_MIN before the saturating pack; Q8_1 adds s = d·Σq.
-// quantize_q8_block: lane's value v of one block into the block at o (a whole warp calls it).
+// round half to even, NaN → INT_MIN before the saturating pack; Q8_1 adds s = d·Σq. A whole
+// warp calls quantize_q8_block, each lane with its value v, for the block at o.
 template <bool Q8_1>
 __device__ __forceinline__ void quantize_q8_block(float v, int lane, u8* __restrict__ o) {
     const float amax = warp_max(fabsf(v));

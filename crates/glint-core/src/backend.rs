@@ -447,9 +447,7 @@ pub trait Backend: Send + Sync {
         next: &Self::Weight<'_>,
     ) -> Result<()> {
         let _ = next;
-        self.rope(x, positions, inv_freq, p)?;
-        let rows = p.n_tokens * p.n_heads;
-        self.copy2d(x, Rows::of(p.head_dim), y, Rows::of(cols), rows, cols)
+        rope_then_copy(self, x, positions, inv_freq, p, cols, y)
     }
     /// An MLA layer's new latent cache rows, in one op where a backend can: `kv [n × row]`
     /// (`attn_kv_a`'s output, `row = kv_lora + rope.n_rot`) becomes, in place, its RMS-normed
@@ -753,6 +751,22 @@ impl<B: Backend> Branches<'_, B> {
         self.be.branch_to(Branch::SideAfterMain)?;
         f()
     }
+}
+
+/// [`Backend::rope_split_for`] as separate ops, `rope` then `copy2d`: the trait's default, and
+/// what a backend that fuses them runs where its fused launch does not apply.
+pub fn rope_then_copy<B: Backend + ?Sized>(
+    be: &B,
+    x: &mut B::Buf,
+    positions: &B::Ids,
+    inv_freq: &B::Buf,
+    p: &RopeParams,
+    cols: usize,
+    y: &mut B::Buf,
+) -> Result<()> {
+    be.rope(x, positions, inv_freq, p)?;
+    let rows = p.n_tokens * p.n_heads;
+    be.copy2d(x, Rows::of(p.head_dim), y, Rows::of(cols), rows, cols)
 }
 
 /// A process-unique id for objects whose device buffers a recorded step refers to (step

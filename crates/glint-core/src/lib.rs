@@ -9,7 +9,7 @@ pub mod error;
 pub mod params;
 pub mod rope;
 
-pub use backend::{unique_id, Backend, Branch, Branches, Pages};
+pub use backend::{rope_then_copy, unique_id, Backend, Branch, Branches, Pages};
 pub use cache_type::CacheType;
 pub use cpu::{CpuBackend, CpuWeight};
 pub use error::{CoreError, Result};

@@ -218,23 +218,6 @@ impl CudaBackend {
         self.stream.synchronize().map_err(dev("synchronize"))
     }
 
-    /// [`Backend::rope_split_for`]'s one-launch path alone (kernels/quant.cu `rope_split_q8_*`):
-    /// whether it ran. False means nothing was done (where the trait method runs `rope` and
-    /// `copy2d` instead), so a test can tell which path gave it its bits.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rope_split_fused(
-        &self,
-        x: &mut CudaBuf,
-        positions: &CudaIds,
-        inv_freq: &CudaBuf,
-        p: &RopeParams,
-        cols: usize,
-        y: &mut CudaBuf,
-        next: &CudaWeight,
-    ) -> Result<bool> {
-        crate::quant::rope_split(self, x, positions, inv_freq, p, cols, y, next)
-    }
-
     /// Device-to-device copy bandwidth in GB/s over 1 GiB (read + write bytes), best of five:
     /// what a memory-bound kernel can at most stream.
     pub fn copy_bandwidth(&self) -> Result<f64> {
@@ -644,9 +627,7 @@ impl Backend for CudaBackend {
         if self.rope_split_fused(x, positions, inv_freq, p, cols, y, next)? {
             return Ok(());
         }
-        self.rope(x, positions, inv_freq, p)?;
-        let rows = p.n_tokens * p.n_heads;
-        self.copy2d(x, Rows::of(p.head_dim), y, Rows::of(cols), rows, cols)
+        glint_core::rope_then_copy(self, x, positions, inv_freq, p, cols, y)
     }
     fn add_rms_norm(
         &self,

@@ -604,89 +604,92 @@ pub(crate) fn glu_activation(
     Ok(true)
 }
 
-/// [`glint_core::Backend::rope_split_for`] in one launch (kernels/quant.cu `rope_split_q8_*`): x
-/// rotated, the first `cols` values of each head copied to y and quantized for `next` into an
-/// activation slot keyed by y's new state, so the per-head product that follows finds them
-/// there. False (nothing done) where next's type has no kernels or its partner is not Q8_0 or
-/// Q8_1 (one warp a 32-value block), `cols` is not a multiple of 32 below 1024 (a warp a block
-/// plus one for the rotation, in one thread block), next's rows are not `cols` wide or its
-/// slices not the heads, the rotated dims start before `cols`, the product runs on cuBLAS
-/// (which reads y in bf16), slots are not reused, or `GLINT_CUDA_QSPLIT=0`; the caller then
-/// runs `rope` and `copy2d`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rope_split(
-    be: &CudaBackend,
-    x: &mut CudaBuf,
-    positions: &CudaIds,
-    inv_freq: &CudaBuf,
-    p: &RopeParams,
-    cols: usize,
-    y: &mut CudaBuf,
-    next: &CudaWeight,
-) -> Result<bool> {
-    const OP: &str = "rope_split_for";
-    let Ok(k) = kind_of(OP, next) else {
-        return Ok(false);
-    };
-    let kernel = match k.partner {
-        GgmlType::Q8_0 => "rope_split_q8_0",
-        GgmlType::Q8_1 => "rope_split_q8_1",
-        _ => return Ok(false),
-    };
-    let blocks = cols / 32;
-    let fits = cols.is_multiple_of(32)
-        && (1..32).contains(&blocks)
-        && next.cols() == cols
-        && next.slices() == p.n_heads
-        && cols <= p.offset;
-    if !fits
-        || !reuse_on()
-        || !qsplit_on()
-        || crate::gemm::applies_heads(be, next, p.n_heads, p.n_tokens)
-    {
-        return Ok(false);
-    }
-    crate::elementwise::check_rope(OP, x, positions, inv_freq, p)?;
-    let rows = mul(OP, p.n_tokens, p.n_heads)?;
-    need(OP, "y", mul(OP, rows, cols)?, y.len)?;
-    if rows == 0 {
-        return Ok(true);
-    }
-    let geometry = crate::elementwise::rope_geometry(OP, p)?;
-    let cols_i = int(OP, cols)?;
-    let cfg = LaunchConfig {
-        grid_dim: (
-            u32::try_from(rows).map_err(|_| CoreError::Param {
-                op: OP,
-                msg: format!("{rows} query rows"),
-            })?,
-            1,
-            1,
-        ),
-        block_dim: (32 * (blocks as u32 + 1), 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let f = be.func(Family::Quant, kernel)?;
-    written_with_slot(be, OP, y, k.partner, rows, cols, |yd, out| {
-        let mut b = be.launch(&f);
-        b.arg(x.data_mut())
-            .arg(&positions.data)
-            .arg(inv_freq.data());
-        for a in &geometry {
-            b.arg(a);
+impl CudaBackend {
+    /// [`glint_core::Backend::rope_split_for`] in one launch (kernels/quant.cu
+    /// `rope_split_q8_*`): x rotated, the first `cols` values of each head copied to y and
+    /// quantized for `next` into an activation slot keyed by y's new state, so the per-head
+    /// product that follows finds them there. Returns whether it ran, so a test can tell which
+    /// path gave it its bits. False (nothing done) where next's type has no kernels or its
+    /// partner is not Q8_0 or Q8_1 (one warp a 32-value block), `cols` is not a multiple of 32
+    /// below 1024 (a warp a block plus one for the rotation, in one thread block), next's rows
+    /// are not `cols` wide or its slices not the heads, the rotated dims start before `cols`,
+    /// the product runs on cuBLAS (which reads y in bf16), slots are not reused, or
+    /// `GLINT_CUDA_QSPLIT=0`; the caller then runs [`glint_core::rope_then_copy`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_split_fused(
+        &self,
+        x: &mut CudaBuf,
+        positions: &CudaIds,
+        inv_freq: &CudaBuf,
+        p: &RopeParams,
+        cols: usize,
+        y: &mut CudaBuf,
+        next: &CudaWeight,
+    ) -> Result<bool> {
+        const OP: &str = "rope_split_for";
+        let Ok(k) = kind_of(OP, next) else {
+            return Ok(false);
+        };
+        let kernel = match k.partner {
+            GgmlType::Q8_0 => "rope_split_q8_0",
+            GgmlType::Q8_1 => "rope_split_q8_1",
+            _ => return Ok(false),
+        };
+        let blocks = cols / 32;
+        let fits = cols.is_multiple_of(32)
+            && (1..32).contains(&blocks)
+            && next.cols() == cols
+            && next.slices() == p.n_heads
+            && cols <= p.offset;
+        if !fits
+            || !reuse_on()
+            || !qsplit_on()
+            || crate::gemm::applies_heads(self, next, p.n_heads, p.n_tokens)
+        {
+            return Ok(false);
         }
-        b.arg(&p.attn_factor).arg(&cols_i).arg(yd).arg(out);
-        // SAFETY: x holds n_tokens · n_heads rows of head_dim, positions n_tokens ids and
-        // inv_freq n_rot / 2 factors (check_rope); y holds rows · cols floats (checked above)
-        // and the slot was sized for rows · cols / 32 partner blocks. A block reads its row's
-        // first cols values and rotates dims offset .. offset + n_rot ≤ head_dim, apart since
-        // cols ≤ offset.
-        unsafe { b.launch(cfg) }.map_err(dev(OP))
-    })?;
-    Ok(true)
+        crate::elementwise::check_rope(OP, x, positions, inv_freq, p)?;
+        let rows = mul(OP, p.n_tokens, p.n_heads)?;
+        need(OP, "y", mul(OP, rows, cols)?, y.len)?;
+        if rows == 0 {
+            return Ok(true);
+        }
+        let geometry = crate::elementwise::rope_geometry(OP, p)?;
+        let cols_i = int(OP, cols)?;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                u32::try_from(rows).map_err(|_| CoreError::Param {
+                    op: OP,
+                    msg: format!("{rows} query rows"),
+                })?,
+                1,
+                1,
+            ),
+            block_dim: (32 * (blocks as u32 + 1), 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let f = self.func(Family::Quant, kernel)?;
+        written_with_slot(self, OP, y, k.partner, rows, cols, |yd, out| {
+            let mut b = self.launch(&f);
+            b.arg(x.data_mut())
+                .arg(&positions.data)
+                .arg(inv_freq.data());
+            for a in &geometry {
+                b.arg(a);
+            }
+            b.arg(&p.attn_factor).arg(&cols_i).arg(yd).arg(out);
+            // SAFETY: x holds n_tokens · n_heads rows of head_dim, positions n_tokens ids and
+            // inv_freq n_rot / 2 factors (check_rope); y holds rows · cols floats (checked above)
+            // and the slot was sized for rows · cols / 32 partner blocks. A block reads its row's
+            // first cols values and rotates dims offset .. offset + n_rot ≤ head_dim, apart since
+            // cols ≤ offset.
+            unsafe { b.launch(cfg) }.map_err(dev(OP))
+        })?;
+        Ok(true)
+    }
 }
 
-/// Whether [`rope_split`] runs (`GLINT_CUDA_QSPLIT=0`: rope, the copy and the quantizer as three
+/// Whether [`CudaBackend::rope_split_fused`] runs (`GLINT_CUDA_QSPLIT=0`: rope, the copy and the quantizer as three
 /// launches, to measure what one saves; the same bits either way).
 fn qsplit_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();

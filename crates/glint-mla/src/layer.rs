@@ -222,9 +222,9 @@ pub fn forward<B: Backend>(
     // normed input and q_lora. While it only writes its keys, the latent rows join it and the
     // query path runs alone beside them. When it selects (the longer chain), its keys and head
     // weights run beside q_lora, then its query, scores and top-k beside the query's rest and
-    // the latent rows. (The head weights on the main chain after q_lora made decode at 16k 2%
-    // slower on an H100, call BK: the indexer's query then waited for them and ran beside
-    // W_qb; `2946830` has the indexer's query beside them instead, not yet measured.)
+    // the latent rows. (On the main chain after q_lora the head weights made decode at 16k 2%
+    // slower on an H100: the indexer's query then waited for them and ran beside W_qb;
+    // docs/performance.md, call BK.)
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
             be.branches(|b| {
