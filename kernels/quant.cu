@@ -1687,6 +1687,27 @@ extern "C" __global__ void __launch_bounds__(MMID_GROUP_THREADS)
     }
 }
 
+// mmid_group's order and tiles for a per-head product, whose pair p = t·heads + h uses slice h:
+// computed from the indices, one thread an entry (mmid_group is one block counting ids). Slice
+// h's pairs in token order, its tiles of up to `tile` of them one after another.
+extern "C" __global__ void mmid_group_heads(int n, int heads, u32* __restrict__ order, u32* __restrict__ tiles,
+                                            int tile) {
+    pdl_enter();
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int per = (n + tile - 1) / tile;  // tiles a slice
+    if (i < (long long)n * heads) {
+        const int h = (int)(i / n), t = (int)(i % n);
+        order[i] = (u32)t * (u32)heads + (u32)h;
+    }
+    if (i < (long long)heads * per) {
+        const int h = (int)(i / per), j = (int)(i % per);
+        tiles[1 + 3 * i] = (u32)h;
+        tiles[2 + 3 * i] = (u32)h * (u32)n + (u32)(j * tile);
+        tiles[3 + 3 * i] = (u32)min(tile, n - j * tile);
+    }
+    if (i == 0) tiles[0] = (u32)(heads * per);
+}
+
 // Up to MV_TOK activation rows against the weight rows of a row group, tile after tile, for the
 // two products that batch: matvec for n > 1 tokens (`tiles` null: tile g is tokens
 // g·MV_TOK.., all of slice 0, y row = token) and mmid for many pairs (`tiles` from mmid_group:
@@ -1916,6 +1937,84 @@ __device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int 
         PAIR_SWITCH                                                                                 \
         mmid<W, 2>(w, ids, act, y, cols, rows, n_slices, n_used, n_pairs, x_per_slot, act_stride, ks); \
     }
+
+// ---- F32 rows against many tokens: a row group's parts in one warp ------------------------------
+
+// The same butterfly as warp_sum, as a reduce-scatter of 32 values: at each level a lane keeps
+// the half of its values whose index bit matches its own lane bit and adds its partner's copy
+// of them (each sum pairs the lanes warp_sum pairs, so every value has warp_sum's bits), and
+// ends with value `lane`. 31 shuffles where 32 warp_sums take 160.
+__device__ __forceinline__ float reduce_scatter32(const float (&v)[32], int lane) {
+    float a16[16], a8[8], a4[4], a2[2];
+    const bool h16 = lane & 16, h8 = lane & 8, h4 = lane & 4, h2 = lane & 2, h1 = lane & 1;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+        a16[j] = __fadd_rn(h16 ? v[16 + j] : v[j], __shfl_xor_sync(0xffffffffu, h16 ? v[j] : v[16 + j], 16));
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        a8[j] = __fadd_rn(h8 ? a16[8 + j] : a16[j], __shfl_xor_sync(0xffffffffu, h8 ? a16[j] : a16[8 + j], 8));
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        a4[j] = __fadd_rn(h4 ? a8[4 + j] : a8[j], __shfl_xor_sync(0xffffffffu, h4 ? a8[j] : a8[4 + j], 4));
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+        a2[j] = __fadd_rn(h2 ? a4[2 + j] : a4[j], __shfl_xor_sync(0xffffffffu, h2 ? a4[j] : a4[2 + j], 2));
+    return __fadd_rn(h1 ? a2[1] : a2[0], __shfl_xor_sync(0xffffffffu, h1 ? a2[0] : a2[1], 1));
+}
+
+// matvec_f32x4's sums for prompts (the host takes it from GLINT_CUDA_F32_WIDE_MIN tokens): a
+// warp computes MV_RPW rows × MV_TOK tokens and walks the row group's `ks` parts itself —
+// each part's units as row_dot takes them (lane + 32·part, then every 32·ks), its 32 sums
+// reduce-scattered (a lane ends with row lane / 8, token lane % 8), the parts added in order
+// as group_sum adds them — so every output has the bits of matvec1_f32x4 for that token alone.
+// matvec_f32x4 spends a block of ks warps, a barrier, 160 shuffles a warp and one lane's 32
+// serial sums and stores per row group and tile; GLM-5's router (256 × 6144, ks = 16) took 458
+// µs of a 512-token step so (H100, call AX). Blocks of MV_WIDE_WARPS row groups share a tile's
+// activation rows in L1.
+#define MV_WIDE_WARPS 8
+extern "C" __global__ void __launch_bounds__(32 * MV_WIDE_WARPS)
+    matvec_wide_f32x4(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, int cols,
+                      int rows, int n, long long act_stride, int ks) {
+    pdl_enter();
+    static_assert(MV_RPW * MV_TOK == 32, "a lane ends with one output");
+    const int lane = threadIdx.x & 31, units = cols / 4;
+    const int r0 = (blockIdx.x * blockDim.y + threadIdx.y) * MV_RPW;
+    if (r0 >= rows) return;  // no barrier below
+    // The last group moves back to end at the last row and writes only its own (as matvec).
+    const int rl = max(min(r0, rows - MV_RPW), 0), nr = min(MV_RPW, rows - rl);
+    const long long row_bytes = (long long)cols * 4;
+    const float4* wr[MV_RPW];
+#pragma unroll
+    for (int r = 0; r < MV_RPW; ++r) wr[r] = (const float4*)(w + (rl + min(r, nr - 1)) * row_bytes);
+    const int my_r = lane / MV_TOK, my_t = lane % MV_TOK;
+    for (int t0 = blockIdx.y * MV_TOK; t0 < n; t0 += gridDim.y * MV_TOK) {
+        // Places past n repeat the last token; only the first n are stored.
+        const float4* ar[MV_TOK];
+#pragma unroll
+        for (int t = 0; t < MV_TOK; ++t) ar[t] = (const float4*)(act + (long long)min(t0 + t, n - 1) * act_stride);
+        float tot = 0.0f;
+        for (int part = 0; part < ks; ++part) {
+            float acc[32];
+#pragma unroll
+            for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+            for (int u = part * 32 + lane; u < units; u += 32 * ks) {
+                float4 x[MV_RPW];
+#pragma unroll
+                for (int r = 0; r < MV_RPW; ++r) x[r] = wr[r][u];
+#pragma unroll
+                for (int t = 0; t < MV_TOK; ++t) {
+                    const float4 a = ar[t][u];
+#pragma unroll
+                    for (int r = 0; r < MV_RPW; ++r) acc[r * MV_TOK + t] += W_f32x4::dot((const u8*)&x[r], a, 0);
+                }
+            }
+            const float v = reduce_scatter32(acc, lane);
+            tot = part == 0 ? v : __fadd_rn(tot, v);
+        }
+        const int row = rl + my_r, tok = t0 + my_t;
+        if (row >= r0 && row < rows && tok < n) y[(long long)tok * rows + row] = tot;
+    }
+}
 
 QUANT_KERNELS(f32, W_f32)
 QUANT_KERNELS(f32x4, W_f32x4)

@@ -515,7 +515,7 @@ impl Backend for CudaBackend {
         if crate::quant::per_head_on_cublas(self, w, n_heads, x, n_tokens, y)? {
             return Ok(());
         }
-        self.mul_mat_id(w, head_ids, n_heads, x, true, n_tokens, y)
+        crate::quant::per_head(self, w, head_ids, n_heads, x, n_tokens, y)
     }
     fn matmul_pair(
         &self,

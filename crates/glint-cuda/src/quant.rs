@@ -180,6 +180,25 @@ fn glu_quantizer(partner: GgmlType) -> Option<&'static str> {
     })
 }
 
+/// Row groups a block of `matvec_wide_f32x4` takes (kernels/quant.cu MV_WIDE_WARPS).
+const MV_WIDE_WARPS: usize = 8;
+
+/// Whether an F32 product of whole float4 rows over `n` tokens runs `matvec_wide_f32x4` (a row
+/// group's parts walked by one warp, its sums reduce-scattered: the bits of `matvec_f32x4`,
+/// which over many tokens spends a block barrier and one lane's serial sums per row group and
+/// tile). From 128 tokens by default, where its one warp per row group and tile still fills
+/// an H100 for GLM-5's router; `GLINT_CUDA_F32_WIDE_MIN` sets the count (0: never).
+fn wide_f32(n: usize) -> bool {
+    static MIN: OnceLock<usize> = OnceLock::new();
+    let min = *MIN.get_or_init(|| {
+        std::env::var("GLINT_CUDA_F32_WIDE_MIN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128)
+    });
+    min > 0 && n >= min
+}
+
 /// Warps of 32 lanes per block of the matvec kernels (kernels/quant.cu MV_ROWS), output rows
 /// one warp group computes (MV_RPW), and tokens it handles per weight-row read (MV_TOK).
 const MV_ROWS: usize = 4;
@@ -1325,6 +1344,31 @@ fn matmul_with(
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
+    if std::ptr::eq(k, &F32X4) && wide_f32(n) {
+        let f = be.func(Family::Quant, "matvec_wide_f32x4")?;
+        let grid = LaunchConfig {
+            grid_dim: (
+                rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,
+                n.div_ceil(MV_TOK).min(GRID_YZ_MAX) as u32,
+                1,
+            ),
+            block_dim: (32, MV_WIDE_WARPS as u32, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = be.launch(&f);
+        b.arg(&w.data);
+        act.push(&mut b);
+        b.arg(y.data_mut())
+            .arg(&cols_i)
+            .arg(&rows_i)
+            .arg(&n_i)
+            .arg(&stride)
+            .arg(&ks_i);
+        // SAFETY: reads rows × cols floats of w (checked at upload) and n activation rows,
+        // writes n × rows floats of y (checked above); token tiles stride over grid.y.
+        unsafe { b.launch(grid) }.map_err(dev(OP))?;
+        return Ok(());
+    }
     // Batches of more than MV_TOK tokens of the MMQ types go to the tensor cores (the same bits
     // as one token alone). Not fewer: a tile of up to 8 tokens wastes most of the MMA and of
     // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
@@ -1424,7 +1468,33 @@ pub(crate) fn mul_mat_id(
     n: usize,
     y: &mut CudaBuf,
 ) -> Result<()> {
-    mul_mat_id_with(be, w, ids, n_used, x, x_per_slot, n, y, None)
+    mul_mat_id_with(be, w, ids, false, n_used, x, x_per_slot, n, y, None)
+}
+
+/// `y[t][h] = W[h] · x[t][h]` (Backend::per_head_matmul) as an expert-indexed product whose
+/// pair `t·heads + h` uses slice h: `ids` says so (what the one-token kernels read), and a
+/// grouping of many pairs is computed from the indices (`mmid_group_heads`) instead of counted
+/// off the ids (`mmid_group`, one block: 52 µs for a 512-token prompt's 32,768 pairs on an
+/// H100, twice a layer, call AX). The grouping only orders pairs, so the bits are the same.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn per_head(
+    be: &CudaBackend,
+    w: &CudaWeight,
+    ids: &CudaIds,
+    heads: usize,
+    x: &CudaBuf,
+    n: usize,
+    y: &mut CudaBuf,
+) -> Result<()> {
+    let by_head = heads <= w.slices() && heads_grouping_on();
+    mul_mat_id_with(be, w, ids, by_head, heads, x, true, n, y, None)
+}
+
+/// `GLINT_CUDA_HEAD_GROUP=0`: per-head products grouped by `mmid_group` (to compare; the same
+/// bits).
+fn heads_grouping_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_HEAD_GROUP").map_or(true, |v| v != "0"))
 }
 
 /// [`matmul_pair`] for expert-indexed products: one launch for one token's experts where A
@@ -1443,17 +1513,30 @@ pub(crate) fn mul_mat_id_pair(
     yb: &mut CudaBuf,
 ) -> Result<()> {
     if n == 1 && pairable(a, b) && pair_on() {
-        return mul_mat_id_with(be, a, ids, n_used, x, x_per_slot, n, ya, Some((b, yb)));
+        return mul_mat_id_with(
+            be,
+            a,
+            ids,
+            false,
+            n_used,
+            x,
+            x_per_slot,
+            n,
+            ya,
+            Some((b, yb)),
+        );
     }
     mul_mat_id(be, a, ids, n_used, x, x_per_slot, n, ya)?;
     mul_mat_id(be, b, ids, n_used, x, x_per_slot, n, yb)
 }
 
 #[allow(clippy::too_many_arguments)]
+/// `by_head`: pair p uses slice p % n_used (a per-head product; `ids` says the same).
 fn mul_mat_id_with(
     be: &CudaBackend,
     w: &CudaWeight,
     ids: &CudaIds,
+    by_head: bool,
     n_used: usize,
     x: &CudaBuf,
     x_per_slot: bool,
@@ -1495,26 +1578,41 @@ fn mul_mat_id_with(
         let mut gs = be.quant.group.lock().unwrap_or_else(|p| p.into_inner());
         let scratch = ensure(be, &mut gs, group_words(pairs, slices))?;
         let (mut order, mut tiles) = scratch.split_at_mut(pairs);
-        let f = be.func(Family::Quant, "mmid_group")?;
-        let mut b = be.launch(&f);
-        b.arg(&ids.data)
-            .arg(&pairs_i)
-            .arg(&slices_i)
-            .arg(&mut order)
-            .arg(&mut tiles)
-            .arg(y.data_mut())
-            .arg(&rows_i)
-            .arg(&tile_i);
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (GROUP_THREADS, 1, 1),
-            shared_mem_bytes: (slices * 4) as u32,
-        };
-        // SAFETY: reads `pairs` ids, writes `pairs` order entries and at most 1 + 3·max_tiles
-        // tile words (the scratch holds group_words), and zero rows of y for pairs whose id is
-        // past the last slice (y holds pairs × rows, checked above); shared memory holds one
-        // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
-        unsafe { b.launch(cfg) }.map_err(dev(OP))?;
+        if by_head {
+            let f = be.func(Family::Quant, "mmid_group_heads")?;
+            let mut b = be.launch(&f);
+            let n_i = int(OP, n)?;
+            b.arg(&n_i)
+                .arg(&used_i)
+                .arg(&mut order)
+                .arg(&mut tiles)
+                .arg(&tile_i);
+            // SAFETY: writes `pairs` = n · n_used order entries and 1 + 3 · n_used · ⌈n / tile⌉
+            // ≤ 1 + 3·max_tiles tile words (n_used ≤ slices), which the scratch holds
+            // (group_words); every pair's slice p % n_used is below slices.
+            unsafe { b.launch(grid_1d(pairs)) }.map_err(dev(OP))?;
+        } else {
+            let f = be.func(Family::Quant, "mmid_group")?;
+            let mut b = be.launch(&f);
+            b.arg(&ids.data)
+                .arg(&pairs_i)
+                .arg(&slices_i)
+                .arg(&mut order)
+                .arg(&mut tiles)
+                .arg(y.data_mut())
+                .arg(&rows_i)
+                .arg(&tile_i);
+            let cfg = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (GROUP_THREADS, 1, 1),
+                shared_mem_bytes: (slices * 4) as u32,
+            };
+            // SAFETY: reads `pairs` ids, writes `pairs` order entries and at most 1 + 3·max_tiles
+            // tile words (the scratch holds group_words), and zero rows of y for pairs whose id is
+            // past the last slice (y holds pairs × rows, checked above); shared memory holds one
+            // count per slice (slices ≤ GROUP_MAX_SLICES, checked by `grouped`).
+            unsafe { b.launch(cfg) }.map_err(dev(OP))?;
+        }
         let (f, grid) = match (mmq, fit) {
             (Some(_), Some(fit)) => wide_launch(
                 be,
@@ -1643,6 +1741,17 @@ mod tests {
         assert_eq!(short_groups(Q8_0, 544, 256, 1), 1);
         assert_eq!(short_groups(Q8_0, 192, 510, 1), 1);
         assert_eq!(short_groups(Q8_0, 192, 512, 2), 1);
+    }
+
+    /// The matvec launch shapes the host computes are the kernels' (kernels/quant.cu).
+    #[test]
+    fn matvec_shapes_match_the_kernels() {
+        let q = crate::compile::Family::Quant;
+        assert_eq!(q.define("MV_ROWS"), MV_ROWS);
+        assert_eq!(q.define("MV_RPW"), MV_RPW);
+        assert_eq!(q.define("MV_TOK"), MV_TOK);
+        assert_eq!(q.define("MV_WARPS_MAX"), MV_WARPS_MAX);
+        assert_eq!(q.define("MV_WIDE_WARPS"), MV_WIDE_WARPS);
     }
 
     /// Every type glint-quant gives an activation partner has a row, with glint-quant's partner

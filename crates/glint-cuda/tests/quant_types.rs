@@ -190,8 +190,10 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let wb = weight_bytes(rng, ty, cols * rows);
         let (wc, wcpu) = upload_both(cuda, cpu, "w", ty, &[cols, rows], &wb);
         // 9 and 40 tokens: the batched kernels (for the block types the tensor-core one, over
-        // one and two token tiles).
-        for n in [1usize, 3, 9, 40] {
+        // one and two token tiles); F32 also 150, past where whole-float4 rows take
+        // `matvec_wide_f32x4` (128 tokens; 150 leaves a partial last tile).
+        let wide = if ty == GgmlType::F32 { Some(150) } else { None };
+        for n in [1usize, 3, 9, 40].into_iter().chain(wide) {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
             let mut want = vec![0.0f32; n * rows];
             cpu.matmul(&wcpu, &x, n, &mut want).expect("cpu matmul");
@@ -215,7 +217,7 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
             );
             // Batch invariance: the first and last tokens alone (`matvec1_*`) give the bits
             // they got in the batch (`matvec_*`, eight tokens a pass).
-            for t in [0, n - 1].into_iter().filter(|_| n > 1) {
+            for t in [0, n / 2, n - 1].into_iter().filter(|_| n > 1) {
                 let x1 = cuda.upload(&x[t * cols..(t + 1) * cols]).unwrap();
                 let mut y1 = cuda.alloc(rows).unwrap();
                 cuda.matmul(&wc, &x1, 1, &mut y1)
@@ -1260,44 +1262,47 @@ fn short_per_head_rows_match_the_cpu_backend_and_the_batch() {
             let row_bytes = ty.row_bytes(cols as u64).unwrap() as usize;
             let wb = weight_bytes(&mut rng, ty, cols * rows * heads);
             let (wc, wcpu) = upload_both(&cuda, &cpu, "kb", ty, &[cols, rows, heads], &wb);
-            let n = 3usize;
-            let x: Vec<f32> = (0..n * heads * cols).map(|_| rng.f()).collect();
-            let ids: Vec<u32> = (0..n * heads).map(|i| (i % heads) as u32).collect();
-            let what = format!("{ty} per-head {cols}x{rows}x{heads}");
-            let mut want = vec![0.0f32; n * heads * rows];
-            let cpu_ids = cpu.upload_ids(&ids).unwrap();
-            cpu.per_head_matmul(&wcpu, &cpu_ids, heads, &x, n, &mut want)
-                .expect("cpu per_head_matmul");
-            let run = |tokens: usize, xs: &[f32]| {
-                let xd = cuda.upload(xs).unwrap();
-                let idd = cuda.upload_ids(&ids[..tokens * heads]).unwrap();
-                let mut yd = cuda.alloc(tokens * heads * rows).unwrap();
-                cuda.per_head_matmul(&wc, &idd, heads, &xd, tokens, &mut yd)
-                    .expect("cuda per_head_matmul");
-                let mut got = vec![0.0f32; tokens * heads * rows];
-                cuda.download(&yd, &mut got).unwrap();
-                got
-            };
-            let batch = run(n, &x);
-            let tol: Vec<f64> = (0..n * heads * rows)
-                .map(|i| {
-                    let (p, r) = (i / rows, i % rows);
-                    let g = (p % heads) * rows + r;
-                    let w = &wb[g * row_bytes..(g + 1) * row_bytes];
-                    tolerance(ty, cols, abs_terms(ty, w, &x[p * cols..(p + 1) * cols]))
-                })
-                .collect();
-            check_close(&what, &batch, &want, &tol);
-            for t in 0..n {
-                let xs = &x[t * heads * cols..(t + 1) * heads * cols];
-                let alone = run(1, xs);
-                let inside = &batch[t * heads * rows..(t + 1) * heads * rows];
-                for (i, (a, b)) in alone.iter().zip(inside).enumerate() {
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "{what}: token {t} output {i}: alone {a}, in the batch {b}"
-                    );
+            // 3 tokens: pairs grouped into one 8-pair tile a head; 40: the tensor-core tiles
+            // (more pairs than 8 a head), grouped by head without reading the ids.
+            for n in [3usize, 40] {
+                let x: Vec<f32> = (0..n * heads * cols).map(|_| rng.f()).collect();
+                let ids: Vec<u32> = (0..n * heads).map(|i| (i % heads) as u32).collect();
+                let what = format!("{ty} per-head {cols}x{rows}x{heads} n={n}");
+                let mut want = vec![0.0f32; n * heads * rows];
+                let cpu_ids = cpu.upload_ids(&ids).unwrap();
+                cpu.per_head_matmul(&wcpu, &cpu_ids, heads, &x, n, &mut want)
+                    .expect("cpu per_head_matmul");
+                let run = |tokens: usize, xs: &[f32]| {
+                    let xd = cuda.upload(xs).unwrap();
+                    let idd = cuda.upload_ids(&ids[..tokens * heads]).unwrap();
+                    let mut yd = cuda.alloc(tokens * heads * rows).unwrap();
+                    cuda.per_head_matmul(&wc, &idd, heads, &xd, tokens, &mut yd)
+                        .expect("cuda per_head_matmul");
+                    let mut got = vec![0.0f32; tokens * heads * rows];
+                    cuda.download(&yd, &mut got).unwrap();
+                    got
+                };
+                let batch = run(n, &x);
+                let tol: Vec<f64> = (0..n * heads * rows)
+                    .map(|i| {
+                        let (p, r) = (i / rows, i % rows);
+                        let g = (p % heads) * rows + r;
+                        let w = &wb[g * row_bytes..(g + 1) * row_bytes];
+                        tolerance(ty, cols, abs_terms(ty, w, &x[p * cols..(p + 1) * cols]))
+                    })
+                    .collect();
+                check_close(&what, &batch, &want, &tol);
+                for t in 0..n {
+                    let xs = &x[t * heads * cols..(t + 1) * heads * cols];
+                    let alone = run(1, xs);
+                    let inside = &batch[t * heads * rows..(t + 1) * heads * rows];
+                    for (i, (a, b)) in alone.iter().zip(inside).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "{what}: token {t} output {i}: alone {a}, in the batch {b}"
+                        );
+                    }
                 }
             }
         }
