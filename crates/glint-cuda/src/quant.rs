@@ -156,17 +156,22 @@ fn kind_of(op: &'static str, w: &CudaWeight) -> Result<&'static Kind> {
     kind_for(op, w.ty)
 }
 
-/// The activation quantizer for `partner` and how many source floats one of its threads or
-/// warps covers: (kernel, elements per block, one warp per block?). `None` for F32.
-fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, bool)> {
+/// The activation quantizer for `partner`: (kernel, elements per block, partner blocks a warp
+/// quantizes, or 0 for the float ones, which take four elements a thread). `None` for F32.
+fn quantizer(partner: GgmlType) -> Option<(&'static str, usize, usize)> {
     Some(match partner {
-        GgmlType::Q8_0 => ("quantize_act_q8_0", 32, true),
-        GgmlType::Q8_1 => ("quantize_act_q8_1", 32, true),
-        GgmlType::Q8_K => ("quantize_act_q8_k", 256, true),
-        GgmlType::F16 => ("quantize_act_f16", 1, false),
-        GgmlType::BF16 => ("quantize_act_bf16", 1, false),
+        GgmlType::Q8_0 => ("quantize_act_q8_0", 32, 4),
+        GgmlType::Q8_1 => ("quantize_act_q8_1", 32, 4),
+        GgmlType::Q8_K => ("quantize_act_q8_k", 256, 1),
+        GgmlType::F16 => ("quantize_act_f16", 1, 0),
+        GgmlType::BF16 => ("quantize_act_bf16", 1, 0),
         _ => return None,
     })
+}
+
+/// The launch of an 8-bit quantizer over `blocks` partner blocks, `per_warp` a warp.
+fn quantizer_grid(op: &'static str, blocks: usize, per_warp: usize) -> Result<LaunchConfig> {
+    Ok(grid_1d(mul(op, blocks.div_ceil(per_warp), 32)?))
 }
 
 /// The quantizer of `partner` that gates its input on the way (silu(g)·u, also written out):
@@ -555,7 +560,7 @@ fn activation<'a>(
         op,
         msg: format!("activation row of {stride} bytes"),
     })?;
-    let Some((kernel, per, warp)) = quantizer(k.partner) else {
+    let Some((kernel, per, per_warp)) = quantizer(k.partner) else {
         return Ok((Act::F32(x.data()), stride_i));
     };
     let bytes = mul(op, rows, stride)?;
@@ -569,7 +574,7 @@ fn activation<'a>(
     let (i, hit) = slots.find(be, key, bytes)?;
     if !hit {
         let out = slots.slots[i].as_ref().expect("found slots are allocated");
-        quantize(be, op, kernel, per, warp, x, elems, out)?;
+        quantize(be, op, kernel, per, per_warp, x, elems, out)?;
         slots.keys[i] = Some(key);
     }
     let out = slots.slots[i].as_ref().expect("found slots are allocated");
@@ -591,7 +596,8 @@ pub(crate) fn glu_activation(
     const OP: &str = "silu_mul";
     let k = kind_of(OP, w)?;
     let cols = w.cols();
-    let (Some(kernel), Some((_, per, true))) = (glu_quantizer(k.partner), quantizer(k.partner))
+    let (Some(kernel), Some((_, per, per_warp @ 1..))) =
+        (glu_quantizer(k.partner), quantizer(k.partner))
     else {
         return Ok(false);
     };
@@ -607,7 +613,7 @@ pub(crate) fn glu_activation(
         return Ok(false);
     }
     let blocks = elems / per;
-    let (blocks_i, grid) = (blocks as i64, grid_1d(mul(OP, blocks, 32)?));
+    let (blocks_i, grid) = (blocks as i64, quantizer_grid(OP, blocks, per_warp)?);
     let f = be.func(Family::Quant, kernel)?;
     written_with_slot(be, OP, h, k.partner, rows, cols, |hd, out| {
         let mut b = be.launch(&f);
@@ -832,15 +838,14 @@ fn quantize(
     op: &'static str,
     kernel: &'static str,
     per: usize,
-    warp: bool,
+    per_warp: usize,
     x: &CudaBuf,
     elems: usize,
     out: &CudaSlice<u8>,
 ) -> Result<()> {
     let blocks = elems / per;
-    let cfg = if warp {
-        // 8 warps of 256 threads, one block of the partner format each.
-        grid_1d(mul(op, blocks, 32)?)
+    let cfg = if per_warp > 0 {
+        quantizer_grid(op, blocks, per_warp)?
     } else {
         // The float quantizers take four elements a thread (kernels/quant.cu).
         grid_1d(blocks.div_ceil(4))
