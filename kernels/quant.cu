@@ -1944,22 +1944,22 @@ __device__ __noinline__ void prefetch_rows(const u8* w, int cols, int rows, int 
 // the half of its values whose index bit matches its own lane bit and adds its partner's copy
 // of them (each sum pairs the lanes warp_sum pairs, so every value has warp_sum's bits), and
 // ends with value `lane`. 31 shuffles where 32 warp_sums take 160.
+template <int N>
+__device__ __forceinline__ void scatter_level(const float (&in)[N], float (&out)[N / 2], int lane) {
+    const bool hi = lane & (N / 2);
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j)
+        out[j] = __fadd_rn(hi ? in[N / 2 + j] : in[j],
+                           __shfl_xor_sync(0xffffffffu, hi ? in[j] : in[N / 2 + j], N / 2));
+}
 __device__ __forceinline__ float reduce_scatter32(const float (&v)[32], int lane) {
-    float a16[16], a8[8], a4[4], a2[2];
-    const bool h16 = lane & 16, h8 = lane & 8, h4 = lane & 4, h2 = lane & 2, h1 = lane & 1;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-        a16[j] = __fadd_rn(h16 ? v[16 + j] : v[j], __shfl_xor_sync(0xffffffffu, h16 ? v[j] : v[16 + j], 16));
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-        a8[j] = __fadd_rn(h8 ? a16[8 + j] : a16[j], __shfl_xor_sync(0xffffffffu, h8 ? a16[j] : a16[8 + j], 8));
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        a4[j] = __fadd_rn(h4 ? a8[4 + j] : a8[j], __shfl_xor_sync(0xffffffffu, h4 ? a8[j] : a8[4 + j], 4));
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-        a2[j] = __fadd_rn(h2 ? a4[2 + j] : a4[j], __shfl_xor_sync(0xffffffffu, h2 ? a4[j] : a4[2 + j], 2));
-    return __fadd_rn(h1 ? a2[1] : a2[0], __shfl_xor_sync(0xffffffffu, h1 ? a2[0] : a2[1], 1));
+    float a16[16], a8[8], a4[4], a2[2], a1[1];
+    scatter_level<32>(v, a16, lane);
+    scatter_level<16>(a16, a8, lane);
+    scatter_level<8>(a8, a4, lane);
+    scatter_level<4>(a4, a2, lane);
+    scatter_level<2>(a2, a1, lane);
+    return a1[0];
 }
 
 // matvec_f32x4's sums for prompts (the host takes it from GLINT_CUDA_F32_WIDE_MIN tokens): a
@@ -1970,11 +1970,11 @@ __device__ __forceinline__ float reduce_scatter32(const float (&v)[32], int lane
 // matvec_f32x4 spends a block of ks warps, a barrier, 160 shuffles a warp and one lane's 32
 // serial sums and stores per row group and tile; GLM-5's router (256 × 6144, ks = 16) took 458
 // µs of a 512-token step so (H100, call AX). Blocks of MV_WIDE_WARPS row groups share a tile's
-// activation rows in L1.
+// activation rows in L1. matvec_*'s arguments (the grouping ones unused: plain products only).
 #define MV_WIDE_WARPS 8
 extern "C" __global__ void __launch_bounds__(32 * MV_WIDE_WARPS)
     matvec_wide_f32x4(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, int cols,
-                      int rows, int n, long long act_stride, int ks) {
+                      int rows, int n, long long act_stride, int ks, const u32*, const u32*, int, int) {
     pdl_enter();
     static_assert(MV_RPW * MV_TOK == 32, "a lane ends with one output");
     const int lane = threadIdx.x & 31, units = cols / 4;

@@ -1349,37 +1349,24 @@ fn matmul_with(
     let (act, stride) = activation(be, OP, k, x, n, cols, &mut g)?;
     let ks = warps_per_row(rows, units(w.ty, cols));
     let ks_i = ks as i32;
-    if std::ptr::eq(k, &F32X4) && wide_f32(n) {
-        let f = be.func(Family::Quant, "matvec_wide_f32x4")?;
-        let grid = LaunchConfig {
-            grid_dim: (
-                rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,
-                n.div_ceil(MV_TOK).min(GRID_YZ_MAX) as u32,
-                1,
-            ),
-            block_dim: (32, MV_WIDE_WARPS as u32, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = be.launch(&f);
-        b.arg(&w.data);
-        act.push(&mut b);
-        b.arg(y.data_mut())
-            .arg(&cols_i)
-            .arg(&rows_i)
-            .arg(&n_i)
-            .arg(&stride)
-            .arg(&ks_i);
-        // SAFETY: reads rows × cols floats of w (checked at upload) and n activation rows,
-        // writes n × rows floats of y (checked above); token tiles stride over grid.y.
-        unsafe { b.launch(grid) }.map_err(dev(OP))?;
-        return Ok(());
-    }
     // Batches of more than MV_TOK tokens of the MMQ types go to the tensor cores (the same bits
     // as one token alone). Not fewer: a tile of up to 8 tokens wastes most of the MMA and of
     // the block epilogue, and over few rows makes too few blocks (H200, 8 sequences: 0.87x
     // even with the output head alone on the tensor cores, 0.62x with every weight).
     let (f, mut grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
         Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN), MMQ_BN)?,
+        None if std::ptr::eq(k, &F32X4) && wide_f32(n) => {
+            let grid = LaunchConfig {
+                grid_dim: (
+                    rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,
+                    n.div_ceil(MV_TOK).min(GRID_YZ_MAX) as u32,
+                    1,
+                ),
+                block_dim: (32, MV_WIDE_WARPS as u32, 1),
+                shared_mem_bytes: 0,
+            };
+            (be.func(Family::Quant, "matvec_wide_f32x4")?, grid)
+        }
         None if n == 1 => {
             let grid = mv_grid(rows, 1, ks);
             let staged = match k.matvec1s {
