@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Device call BL (thirteenth session; first written in the twelfth, which ran out of device
-# time before running it). Binaries: device-bin/ at 7a002a0 (every test binary, and glint with
+# time before running it). Binaries: device-bin/ at 669a6dc (every test binary, and glint with
 # the session's prompt kernels: `matvec_wide_f32x4` for F32 products of 128+ tokens,
 # `mmid_group_heads` for per-head groupings, the 8-bit quantizers on 16-byte loads);
 # device-pack/glint-old.xz is bc8ef44's glint (before them); device-pack/glint-bl.xz is
-# 7a002a0 with 2946830's layer.rs (the indexer's query on the side chain as soon as q_lora is
+# 669a6dc with 2946830's layer.rs (the indexer's query on the side chain as soon as q_lora is
 # there, its head weights beside it on the main chain, the scores after both; call BK's 16k
 # timeline put its scores ~8 µs sooner).
 # (1) every CUDA test binary, llama.cpp building beside them; (2) pp512 of the 3 + 4 file: the
