@@ -124,7 +124,7 @@ fn kind_for(op: &'static str, ty: GgmlType) -> Result<&'static Kind> {
 
 /// F32 weights whose rows are whole float4s (kernels/quant.cu `W_f32x4`): a lane reads 16
 /// bytes a unit where `*_f32` reads 4.
-const F32X4: Kind = Kind {
+static F32X4: Kind = Kind {
     ty: GgmlType::F32,
     matvec: "matvec_f32x4",
     matvec1: "matvec1_f32x4",
@@ -188,12 +188,13 @@ fn glu_quantizer(partner: GgmlType) -> Option<&'static str> {
 /// Row groups a block of `matvec_wide_f32x4` takes (kernels/quant.cu MV_WIDE_WARPS).
 const MV_WIDE_WARPS: usize = 8;
 
-/// Whether an F32 product of whole float4 rows over `n` tokens runs `matvec_wide_f32x4` (a row
-/// group's parts walked by one warp, its sums reduce-scattered: the bits of `matvec_f32x4`,
-/// which over many tokens spends a block barrier and one lane's serial sums per row group and
-/// tile). From 128 tokens by default, where its one warp per row group and tile still fills
-/// an H100 for GLM-5's router; `GLINT_CUDA_F32_WIDE_MIN` sets the count (0: never).
-fn wide_f32(n: usize) -> bool {
+/// Whether a product with kernels `k` over `n` tokens runs `matvec_wide_f32x4`: F32 rows of
+/// whole float4s (a row group's parts walked by one warp, its sums reduce-scattered: the bits
+/// of `matvec_f32x4`, which over many tokens spends a block barrier and one lane's serial sums
+/// per row group and tile). From 128 tokens by default, where its one warp per row group and
+/// tile still fills an H100 for GLM-5's router; `GLINT_CUDA_F32_WIDE_MIN` sets the count (0:
+/// never; one token always keeps `matvec1_f32x4`).
+fn takes_wide_f32(k: &Kind, n: usize) -> bool {
     static MIN: OnceLock<usize> = OnceLock::new();
     let min = *MIN.get_or_init(|| {
         std::env::var("GLINT_CUDA_F32_WIDE_MIN")
@@ -201,7 +202,15 @@ fn wide_f32(n: usize) -> bool {
             .and_then(|v| v.parse().ok())
             .unwrap_or(128)
     });
-    min > 0 && n >= min
+    std::ptr::eq(k, &F32X4) && min > 0 && n >= min.max(2)
+}
+
+impl CudaBackend {
+    /// Whether `matmul` of `n` tokens by `w` runs `matvec_wide_f32x4`, so a test can tell which
+    /// kernel gave its bits (both give the same).
+    pub fn takes_wide_f32(&self, w: &CudaWeight, n: usize) -> bool {
+        kind_of("matmul", w).is_ok_and(|k| takes_wide_f32(k, n))
+    }
 }
 
 /// Warps of 32 lanes per block of the matvec kernels (kernels/quant.cu MV_ROWS), output rows
@@ -1355,7 +1364,7 @@ fn matmul_with(
     // even with the output head alone on the tensor cores, 0.62x with every weight).
     let (f, mut grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
         Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN), MMQ_BN)?,
-        None if std::ptr::eq(k, &F32X4) && wide_f32(n) => {
+        None if takes_wide_f32(k, n) => {
             let grid = LaunchConfig {
                 grid_dim: (
                     rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,

@@ -146,6 +146,8 @@ fn quant_entries(arch: &str, text: &str) {
         "matvec1_f32",
         "mmid_iq2_xxs",
         "mmid_group",
+        "mmid_group_heads",
+        "matvec_wide_f32x4",
         "mmq_q4_k",
         "mmq_q5_k",
         "mmq_q8_0",

@@ -200,6 +200,14 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
             let xd = cuda.upload(&x).unwrap();
             let mut yd = cuda.alloc(n * rows).unwrap();
             cuda.matmul(&wc, &xd, n, &mut yd).expect("cuda matmul");
+            // The 150-token F32 products of whole float4 rows took the wide kernel (so the
+            // bit checks below are between it and the one-token kernel), no other did.
+            let wide = wide == Some(n) && cols.is_multiple_of(4);
+            assert_eq!(
+                cuda.takes_wide_f32(&wc, n),
+                wide,
+                "{ty} {cols}x{rows} n={n}"
+            );
             let mut got = vec![0.0f32; n * rows];
             cuda.download(&yd, &mut got).unwrap();
             let tol: Vec<f64> = (0..n * rows)
