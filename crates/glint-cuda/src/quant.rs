@@ -723,8 +723,8 @@ impl CudaBackend {
     }
 }
 
-/// Whether [`CudaBackend::rope_split_fused`] runs (`GLINT_CUDA_QSPLIT=0`: rope, the copy and the quantizer as three
-/// launches, to measure what one saves; the same bits either way).
+/// Whether [`CudaBackend::rope_split_fused`] runs (`GLINT_CUDA_QSPLIT=0`: rope, the copy and
+/// the quantizer as three launches, to measure what one saves; the same bits either way).
 fn qsplit_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("GLINT_CUDA_QSPLIT").map_or(true, |v| v != "0"))
@@ -1477,7 +1477,6 @@ pub(crate) fn mul_mat_id(
 /// grouping of many pairs is computed from the indices (`mmid_group_heads`) instead of counted
 /// off the ids (`mmid_group`, one block: 52 µs for a 512-token prompt's 32,768 pairs on an
 /// H100, twice a layer, call AX). The grouping only orders pairs, so the bits are the same.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn per_head(
     be: &CudaBackend,
     w: &CudaWeight,
