@@ -220,23 +220,21 @@ pub fn forward<B: Backend>(
     let has_q_lora = matches!(w.q, QProj::Lora { .. });
     // Two chains beside each other (a second stream on a GPU): the indexer reads only the
     // normed input and q_lora. While it only writes its keys, the latent rows join it and the
-    // query path runs alone beside them. When it selects (the longer chain), its keys and head
-    // weights run beside q_lora, then its query, scores and top-k beside the query's rest and
-    // the latent rows. (On the main chain after q_lora the head weights made decode at 16k 2%
-    // slower on an H100: the indexer's query then waited for them and ran beside W_qb;
-    // docs/performance.md, call BK.)
+    // query path runs alone beside them. When it selects (the longer chain, the step's critical
+    // path), its keys run beside q_lora; its query (which waits for q_lora) beside its head
+    // weights, which the main chain computes after q_lora; then its scores and top-k beside
+    // the query's rest and the latent rows. On an H100 at 16k (calls BC and BK) the head
+    // weights, a ~9 µs launch, held the indexer's query back wherever they ran before it on
+    // either chain; this order decoded +0.9% faster at 16k than the head weights after the
+    // keys on the side chain (call BM, docs/performance.md).
     match (&w.indexer, has_q_lora, pool.index_k.as_mut()) {
         (Some(iw), true, Some(keys)) if step.max_seen > iw.dims.top_k => {
             be.branches(|b| {
-                b.side(|| {
-                    indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix)?;
-                    Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?)
-                })?;
+                b.side(|| indexer_keys(be, iw, d, rope, a, step, keys, &mut sc.ix))?;
                 b.main(|| q_lora(be, w, d, a, n, &mut sc.q_lora_raw, &mut sc.q_lora))?;
-                b.side_after_main(|| {
-                    indexer_query(be, iw, d, rope, step, &sc.q_lora, &mut sc.ix)?;
-                    indexer_select(be, iw, step, keys, &mut sc.ix)
-                })?;
+                b.side_after_main(|| indexer_query(be, iw, d, rope, step, &sc.q_lora, &mut sc.ix))?;
+                b.main(|| Ok::<_, MlaError>(be.matmul(&iw.proj, a, n, &mut sc.ix.w)?))?;
+                b.side_after_main(|| indexer_select(be, iw, step, keys, &mut sc.ix))?;
                 b.main(|| {
                     let (q, q_nope, q_abs) = (&mut sc.q, &mut sc.q_nope, &mut sc.q_absorbed);
                     queries(be, w, d, rope, a, step, &sc.q_lora, q, q_nope, q_abs)?;
