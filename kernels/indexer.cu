@@ -9,6 +9,20 @@ __device__ __forceinline__ u32 idx_order_key(float f) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The first radix level of a row's top-k, counted by the tensor-core scores kernel as it writes
+// the scores where the host asks (`hist`, TOPK_HIST_BINS words a row; top_k_rows_ch reads and
+// zeroes it): the top TOPK_HIST_BITS bits of each key's order key. The warp's keys are counted
+// an atomic a distinct bin (they crowd into few).
+#define TOPK_HIST_BITS 11
+#define TOPK_HIST_BINS (1 << TOPK_HIST_BITS)
+__device__ __forceinline__ void topk_hist_add(u32* h, bool in, u32 key) {
+    const int lane = threadIdx.x & 31;
+    // Lanes without a key take a bin of their own past the table, so none joins a real one.
+    const u32 bin = in ? key >> (32 - TOPK_HIST_BITS) : (u32)(TOPK_HIST_BINS + lane);
+    const u32 same = __match_any_sync(0xffffffffu, bin);
+    if (in && lane == __ffs(same) - 1) atomicAdd(&h[bin], (u32)__popc(same));
+}
+
 // Pool row of logical key t of token s's sequence, or -1 where a table entry, the sequence or
 // the row is out of range (ids are the caller's check; this only keeps memory safe).
 
@@ -208,7 +222,7 @@ template <int TY, int KT>
 __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* w, float w_scale, const u8* kdata,
                                                    long long krows, const u32* positions, const u32* tables,
                                                    long long n_table, const u32* token_seq, int max_blocks,
-                                                   int block_size, int d, int n_kv, float* out) {
+                                                   int block_size, int d, int n_kv, float* out, u32* hist) {
     static_assert(KT % 64 == 0, "8 warps of 8 keys a pass");
     extern __shared__ __align__(16) u8 im_sm[];
     const int s = blockIdx.x, kt = KT, st = d + 8;  // st: 16-bit values a shared row
@@ -217,8 +231,10 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
     const long long nk = min((long long)positions[s] + 1, (long long)n_kv);
     float* orow = out + (long long)s * n_kv;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    u32* hrow = hist ? hist + (long long)s * TOPK_HIST_BINS : nullptr;
     if (t0 >= nk) {
         for (long long t = t0 + tid; t < t_end; t += blockDim.x) orow[t] = NEG_INF;
+        if (hrow && tid == 0) atomicAdd(&hrow[idx_order_key(NEG_INF) >> (32 - TOPK_HIST_BITS)], (u32)(t_end - t0));
         return;
     }
     u16* qs = (u16*)im_sm;
@@ -342,12 +358,13 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
             part[j] += __shfl_xor_sync(0xffffffffu, part[j], 8);
             part[j] += __shfl_xor_sync(0xffffffffu, part[j], 16);
         }
-        if (g == 0)
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                const long long tt = t0 + n0 + 2 * t + j;
-                if (tt < t_end) orow[tt] = tt < nk ? part[j] : NEG_INF;
-            }
+        for (int j = 0; j < 2; ++j) {
+            const long long tt = t0 + n0 + 2 * t + j;
+            const float v = tt < nk ? part[j] : NEG_INF;
+            if (g == 0 && tt < t_end) orow[tt] = v;
+            if (hrow) topk_hist_add(hrow, g == 0 && tt < t_end, idx_order_key(v));
+        }
     }
 }
 
@@ -355,10 +372,10 @@ __device__ __forceinline__ void indexer_scores_mma(const float* q, const float* 
     extern "C" __global__ void __launch_bounds__(256) indexer_scores_mma##WIDTH##_##name(                     \
         const float* q, const float* w, float w_scale, const u8* kdata, long long krows, const u32* positions, \
         const u32* tables, long long n_table, const u32* token_seq, int max_blocks, int block_size, int d,     \
-        int n_kv, float* out) {                                                                               \
+        int n_kv, float* out, u32* hist) {                                                                    \
         pdl_enter();                                                                                          \
         indexer_scores_mma<TY, KT>(q, w, w_scale, kdata, krows, positions, tables, n_table, token_seq,        \
-                                   max_blocks, block_size, d, n_kv, out);                                     \
+                                   max_blocks, block_size, d, n_kv, out, hist);                               \
     }
 IDX_MMA_KERNEL(f16, CACHE_F16, , IDX_MMA_KT)
 IDX_MMA_KERNEL(bf16, CACHE_BF16, , IDX_MMA_KT)
@@ -415,6 +432,46 @@ __device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32
     const u32 hit = __ballot_sync(0xffffffffu, b > 0);
     if (lane == (hit ? 31 - __clz(hit) : 0)) {
         if (b == 0) cum_b = suf - h[0];  // lane 0: every bin above bin 0
+        *sh_prefix = prefix | ((u32)b << shift);
+        *sh_remaining = remaining - cum_b;
+    }
+}
+
+// topk_pick_bin_h's choice over a table of 32·NPL bins in shared memory, lane l holding bins
+// NPL·l .. NPL·l + NPL − 1: only the lane whose bins hold the crossing scans them.
+template <int NPL>
+__device__ __forceinline__ void topk_pick_wide(const u32* h, int lane, u32 prefix, int shift, u32 remaining,
+                                               u32* sh_prefix, u32* sh_remaining) {
+    static_assert((NPL & (NPL - 1)) == 0, "a power of two");
+    const u32* mine = h + NPL * lane;
+    u32 tot = 0;
+    // Lane l starts at its bin l % NPL, so the lanes' reads fall in 32 different banks (in order,
+    // all NPL·l + j share bank j).
+#pragma unroll 8
+    for (int j = 0; j < NPL; j++) tot += mine[(j + lane) & (NPL - 1)];
+    u32 suf = tot;  // keys in this lane's bins and above
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += v;
+    }
+    u32 cum = suf - tot;
+    int b = 0;
+    u32 cum_b = 0;
+    if (cum < remaining && suf >= remaining) {
+        for (int j = NPL - 1; j >= 0; j--) {
+            const int bin = NPL * lane + j;
+            if (bin > 0 && cum + mine[j] >= remaining) {
+                b = bin;
+                cum_b = cum;
+                break;
+            }
+            cum += mine[j];
+        }
+    }
+    const u32 hit = __ballot_sync(0xffffffffu, b > 0);
+    if (lane == (hit ? 31 - __clz(hit) : 0)) {
+        if (b == 0) cum_b = suf - mine[0];  // lane 0: every bin above bin 0
         *sh_prefix = prefix | ((u32)b << shift);
         *sh_remaining = remaining - cum_b;
     }
@@ -605,7 +662,9 @@ __device__ __forceinline__ void topk_range_write(K key_at, int a, int e, u32 T, 
         const u32 key = i < e ? key_at(i) : 0u;
         const bool gt = i < e && key > T, eq = i < e && key == T;
         const u32 bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
-        if (gt) out[ogt + __popc(bg & below)] = base + (u32)i;
+        // Below n_gt always when the counts that chose T are the keys' (top_k_rows_ch's first
+        // level comes from another kernel: this keeps a wrong table from writing past the row).
+        if (gt && ogt + __popc(bg & below) < n_gt) out[ogt + __popc(bg & below)] = base + (u32)i;
         if (eq) {
             const u32 r = oeq + __popc(be & below);
             if (r < remaining) out[n_gt + r] = base + (u32)i;
@@ -720,6 +779,56 @@ __device__ __forceinline__ u32 cluster_ld(const u32* p, u32 rank) {
     return v;
 }
 
+// The cluster's output pass (top_k_rows_c's and top_k_rows_ch's): each block counts its keys
+// above and equal to T, a barrier, and the counts of the blocks before it (lower indices) place
+// its indices, as the warps' counts do within a block. The last barrier keeps each block's
+// shared memory alive until the others have read it.
+__device__ __forceinline__ void topk_cluster_write(const u32* sk, int m, int lo, u32 rank, u32 T, u32 n_gt,
+                                                   u32 remaining, u32* warp_gt, u32* warp_eq, u32* blk, u32* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const int pw = (((m + nw - 1) / nw) + 31) & ~31;
+    const int a = min(m, warp * pw), e = min(m, a + pw);
+    auto key_at = [&](int i) { return sk[i]; };
+    u32 cgt, ceq;
+    topk_range_counts(key_at, a, e, T, lane, cgt, ceq);
+    if (lane == 0) {
+        warp_gt[warp] = cgt;
+        warp_eq[warp] = ceq;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        u32 bg = 0, be = 0;
+        for (int j = 0; j < nw; j++) {
+            bg += warp_gt[j];
+            be += warp_eq[j];
+        }
+        blk[0] = bg;
+        blk[1] = be;
+    }
+    cluster_barrier();
+    u32 bgt[TOPK_CLUSTER], beq[TOPK_CLUSTER];
+#pragma unroll
+    for (int r = 0; r < TOPK_CLUSTER; r++) {
+        bgt[r] = cluster_ld(&blk[0], (u32)r);
+        beq[r] = cluster_ld(&blk[1], (u32)r);
+    }
+    u32 ogt = 0, oeq = 0;
+#pragma unroll
+    for (int r = 0; r < TOPK_CLUSTER; r++)
+        if ((u32)r < rank) {
+            ogt += bgt[r];
+            oeq += beq[r];
+        }
+    for (int j = 0; j < warp; j++) {
+        ogt += warp_gt[j];
+        oeq += warp_eq[j];
+    }
+    cluster_barrier();
+    topk_range_write(key_at, a, e, T, lane, cgt, ogt, oeq, n_gt, remaining, (u32)lo, out);
+#endif
+}
+
 extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_c(const float* x, int n, int k,
                                                                                   u32* ids) {
     pdl_enter();
@@ -788,48 +897,102 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
         remaining = sh_remaining;
         mask |= 255u << shift;
     }
-    const u32 T = prefix;
-    const u32 n_gt = (u32)k - remaining;
-    const int pw = (((m + nw - 1) / nw) + 31) & ~31;
-    const int a = min(m, warp * pw), e = min(m, a + pw);
-    auto key_at = [&](int i) { return sk[i]; };
-    u32 cgt, ceq;
-    topk_range_counts(key_at, a, e, T, lane, cgt, ceq);
-    if (lane == 0) {
-        warp_gt[warp] = cgt;
-        warp_eq[warp] = ceq;
+    topk_cluster_write(sk, m, lo, rank, prefix, (u32)k - remaining, remaining, warp_gt, warp_eq, blk, out);
+#else
+    __trap();  // the host launches it on sm_90+ only
+#endif
+}
+
+// top_k_rows_c's set and order for rows whose scores kernel counted the first radix level
+// (`hist`: the top TOPK_HIST_BITS bits of each key, TOPK_HIST_BINS words a row): the first
+// bin is picked from it before any pass, and two passes over the cluster's keys (bits 20..10,
+// then 9..0) find T, where top_k_rows_c's four 8-bit passes each cost a block barrier, a cluster
+// barrier, the blocks' histogram sums and a pick (at 16k keys that kernel's time hardly depends
+// on the keys: ~16 µs for 2,048 a block, H100). Each block counts into one table a pass (the
+// keys left after the first level are few and spread over its 2,048 bins), a table a pass so
+// no block rewrites one another may still read. Every block has read the row's `hist` before the
+// first cluster barrier; past it, block r zeroes its share, so the next step's scores count
+// from zero. Grid as top_k_rows_c; dynamic shared memory: 3 · TOPK_HIST_BINS + per words.
+extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_ch(const float* x, int n, int k,
+                                                                                   u32* ids, u32* hist) {
+    pdl_enter();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ u32 tc_smem[];
+    __shared__ u32 sh_prefix, sh_remaining;
+    __shared__ u32 warp_gt[32], warp_eq[32], blk[2];
+    u32 rank;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31, warp = tid >> 5;
+    const long long row_i = blockIdx.x / TOPK_CLUSTER;
+    const int per = ((n + TOPK_CLUSTER - 1) / TOPK_CLUSTER + 31) & ~31;
+    const int lo = min(n, (int)rank * per), m = min(n, lo + per) - lo;
+    u32* counts = tc_smem;                      // two tables: bits 20..10, then 9..0
+    u32* ctot = tc_smem + 2 * TOPK_HIST_BINS;  // the first level, then each pass's cluster sums
+    u32* sk = tc_smem + 3 * TOPK_HIST_BINS;
+    const float* row = x + row_i * n + lo;
+    u32* hrow = hist + row_i * TOPK_HIST_BINS;
+    for (int i = tid; i < 2 * TOPK_HIST_BINS; i += bd) counts[i] = 0;
+    for (int i = tid; i < TOPK_HIST_BINS; i += bd) ctot[i] = hrow[i];
+    for (int i0 = tid; i0 < m; i0 += 4 * bd) {  // four loads in flight a thread
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) v[u] = i0 + u * bd < m ? row[i0 + u * bd] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (i0 + u * bd < m) sk[i0 + u * bd] = idx_order_key(v[u]);
     }
     __syncthreads();
-    if (tid == 0) {
-        u32 bg = 0, be = 0;
-        for (int j = 0; j < nw; j++) {
-            bg += warp_gt[j];
-            be += warp_eq[j];
-        }
-        blk[0] = bg;
-        blk[1] = be;
-    }
-    cluster_barrier();
-    u32 bgt[TOPK_CLUSTER], beq[TOPK_CLUSTER];
+    if (warp == 0)
+        topk_pick_wide<TOPK_HIST_BINS / 32>(ctot, lane, 0u, 32 - TOPK_HIST_BITS, (u32)k, &sh_prefix, &sh_remaining);
+    __syncthreads();
+    u32 prefix = sh_prefix, remaining = sh_remaining, mask = ~0u << (32 - TOPK_HIST_BITS);
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+        const int shift = pass == 0 ? 32 - 2 * TOPK_HIST_BITS : 0;
+        const int bits = pass == 0 ? TOPK_HIST_BITS : 32 - 2 * TOPK_HIST_BITS;
+        const u32 wmask = (1u << bits) - 1u;
+        u32* t = counts + pass * TOPK_HIST_BINS;
+        for (int c0 = 0; c0 < m; c0 += bd * 8) {
+            u32 kk[8];
 #pragma unroll
-    for (int r = 0; r < TOPK_CLUSTER; r++) {
-        bgt[r] = cluster_ld(&blk[0], (u32)r);
-        beq[r] = cluster_ld(&blk[1], (u32)r);
-    }
-    u32 ogt = 0, oeq = 0;
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                kk[u] = i < m ? sk[i] : 0u;
+            }
 #pragma unroll
-    for (int r = 0; r < TOPK_CLUSTER; r++)
-        if ((u32)r < rank) {
-            ogt += bgt[r];
-            oeq += beq[r];
+            for (int u = 0; u < 8; u++) {
+                const int i = c0 + tid + u * bd;
+                topk_count(t, (kk[u] >> shift) & wmask, i < m && (kk[u] & mask) == prefix, lane);
+            }
         }
-    for (int j = 0; j < warp; j++) {
-        ogt += warp_gt[j];
-        oeq += warp_eq[j];
+        __syncthreads();
+        cluster_barrier();
+        if (pass == 0)
+            for (int i = tid; i < TOPK_HIST_BINS / TOPK_CLUSTER; i += bd) hrow[rank * (TOPK_HIST_BINS / TOPK_CLUSTER) + i] = 0;
+        // A thread a bin reads the bin of every block, all loads issued before the first sum.
+        for (int i = tid; i <= (int)wmask; i += bd) {
+            u32 v[TOPK_CLUSTER];
+#pragma unroll
+            for (int r = 0; r < TOPK_CLUSTER; r++) v[r] = cluster_ld(&t[i], (u32)r);
+            u32 sum = 0;
+#pragma unroll
+            for (int r = 0; r < TOPK_CLUSTER; r++) sum += v[r];
+            ctot[i] = sum;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            if (pass == 0)
+                topk_pick_wide<TOPK_HIST_BINS / 32>(ctot, lane, prefix, shift, remaining, &sh_prefix, &sh_remaining);
+            else
+                topk_pick_wide<(1 << (32 - 2 * TOPK_HIST_BITS)) / 32>(ctot, lane, prefix, shift, remaining, &sh_prefix,
+                                                                      &sh_remaining);
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        remaining = sh_remaining;
+        mask |= wmask << shift;
     }
-    // Every remote read of this block's shared memory is done past this barrier.
-    cluster_barrier();
-    topk_range_write(key_at, a, e, T, lane, cgt, ogt, oeq, n_gt, remaining, (u32)lo, out);
+    topk_cluster_write(sk, m, lo, rank, prefix, (u32)k - remaining, remaining, warp_gt, warp_eq, blk, ids + row_i * k);
 #else
     __trap();  // the host launches it on sm_90+ only
 #endif

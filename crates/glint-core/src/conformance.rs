@@ -238,23 +238,25 @@ fn rounded(row: &[f32], ty: CacheType) -> Vec<f32> {
                 .filter(|x| x.is_finite())
                 .fold(0f32, |m, &x| m.max(x.abs()));
             let scale = if amax > 0.0 { amax / 448.0 } else { 1.0 };
+            // Every code's value once (the search below reads each 255 times a value).
+            let e: Vec<f64> = (0u8..=255).map(e4m3).collect();
             row.iter()
                 .map(|&x| {
                     let v = (x / scale) as f64;
                     let best = (0u8..=255)
-                        .filter(|&c| !e4m3(c).is_nan())
+                        .filter(|&c| !e[c as usize].is_nan())
                         .min_by(|&a, &b| {
-                            let (da, db) = ((e4m3(a) - v).abs(), (e4m3(b) - v).abs());
+                            let (da, db) = ((e[a as usize] - v).abs(), (e[b as usize] - v).abs());
                             da.partial_cmp(&db).unwrap().then((a & 1).cmp(&(b & 1)))
                         })
                         .unwrap();
                     // Among equal distances prefer the sign of v (±0 both at distance |v|).
-                    let best = if e4m3(best) == 0.0 && v < 0.0 {
+                    let best = if e[best as usize] == 0.0 && v < 0.0 {
                         0x80
                     } else {
                         best
                     };
-                    (e4m3(best) * scale as f64) as f32
+                    (e[best as usize] * scale as f64) as f32
                 })
                 .collect()
         }
@@ -1344,9 +1346,31 @@ fn indexer<B: Backend>(be: &B) {
                 &w,
                 &token_seq,
                 &pos,
-                (bs, max_blocks, hi, d, n_kv),
+                (bs, max_blocks, hi, d, n_kv, 4),
             );
         }
+    }
+    // A decode step's width, where a GPU's top-k spreads a row over a cluster of blocks (and the
+    // tensor-core scores of 16-bit and fp8 keys count its first radix level): 2,048 of 12,000
+    // keys for one token of each of two sequences, one seeing every key and one 9,001 (the rest
+    // −∞, keys like any other to the top-k). Two key types: the reference is slow.
+    let (bs, max_blocks, hi, d, n_kv) = (64, 188, 32, 128, 12000);
+    let tables = scattered_tables(&mut r, 2, max_blocks, 2 * max_blocks);
+    let keys = r.vec(2 * max_blocks * bs * d, 1.0);
+    let (q, w) = (r.vec(2 * hi * d, 1.0), r.vec(2 * hi, 1.0));
+    for ty in [CacheType::Bf16, CacheType::Fp8] {
+        let shape = (bs, max_blocks, hi, d, n_kv, 2048);
+        indexer_with(
+            be,
+            ty,
+            &tables,
+            &keys,
+            &q,
+            &w,
+            &[0, 1],
+            &[11999, 9000],
+            shape,
+        );
     }
 }
 
@@ -1360,7 +1384,7 @@ fn indexer_with<B: Backend>(
     w: &[f32],
     token_seq: &[u32],
     pos: &[u32],
-    (bs, max_blocks, hi, d, n_kv): (usize, usize, usize, usize, usize),
+    (bs, max_blocks, hi, d, n_kv, k): (usize, usize, usize, usize, usize, usize),
 ) {
     let n = pos.len();
     let (tb, ts, pb) = (ids(be, tables), ids(be, token_seq), ids(be, pos));
@@ -1385,6 +1409,10 @@ fn indexer_with<B: Backend>(
     be.indexer_scores(&qb, &wb, &kb, &pb, &pages, &p, &mut out)
         .expect("indexer_scores");
     let got = down(be, &out, n * n_kv);
+    let q_amax: Vec<f64> = q
+        .chunks(d)
+        .map(|qj| qj.iter().fold(0f64, |a, &x| a.max((x as f64).abs())))
+        .collect();
     let mut want = Vec::new();
     for s in 0..n {
         let seq = token_seq[s] as usize;
@@ -1399,6 +1427,7 @@ fn indexer_with<B: Backend>(
             }
             let row = pool_row(tables, max_blocks, bs, seq, t);
             let k = &keys[row * d..(row + 1) * d];
+            let ksum: f64 = k.iter().map(|&x| (x as f64).abs()).sum();
             let (mut v, mut m, mut quant) = (0.0, 0.0, 0.0);
             for j in 0..hi {
                 let qj = &q[(s * hi + j) * d..][..d];
@@ -1408,9 +1437,7 @@ fn indexer_with<B: Backend>(
                 // A q8 key pool may score with the query rounded to int8 per head as well
                 // (the CPU does): each element moves by at most half a step, max|q| / 254,
                 // so the dot by at most that times Σ|k| (ReLU does not widen it).
-                let amax = qj.iter().fold(0f64, |a, &x| a.max((x as f64).abs()));
-                let ksum: f64 = k.iter().map(|&x| (x as f64).abs()).sum();
-                quant += (w_eff[s * hi + j] as f64).abs() * amax / 254.0 * ksum;
+                quant += (w_eff[s * hi + j] as f64).abs() * q_amax[s * hi + j] / 254.0 * ksum;
             }
             want.push((s, t, v, m, quant));
         }
@@ -1442,7 +1469,6 @@ fn indexer_with<B: Backend>(
         );
     }
     // indexer_select: the top-k set of the visible keys by score.
-    let k = 4;
     let mut scratch = be.alloc(be.indexer_scratch_len(n, n_kv)).expect("alloc");
     let mut sel = be.alloc_ids(n * k).expect("alloc_ids");
     be.indexer_select(&qb, &wb, &kb, &pb, &pages, &p, k, &mut scratch, &mut sel)

@@ -82,6 +82,19 @@ fn topk_shared() -> bool {
 
 /// Blocks of a `top_k_rows_c` cluster (kernels/indexer.cu TOPK_CLUSTER).
 const TOPK_CLUSTER: usize = 8;
+/// Bits of the first radix level the scores kernel counts for `top_k_rows_ch` (kernels/indexer.cu
+/// TOPK_HIST_BITS: the top bits of a key), and its bins.
+const TOPK_HIST_BITS: usize = 11;
+const TOPK_HIST_BINS: usize = 1 << TOPK_HIST_BITS;
+
+/// Whether a row the cluster top-k takes has its first radix level counted by the tensor-core
+/// scores kernel (`top_k_rows_ch`: two passes over the keys where `top_k_rows_c` makes four;
+/// the same set and order). `GLINT_CUDA_TOPK_HIST=0` keeps `top_k_rows_c`, to compare.
+fn topk_hist_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_TOPK_HIST").map_or(true, |v| v != "0"))
+}
+
 /// Row widths from which a few rows take the cluster kernel (kernel bench, H100, one row:
 /// 4,096 keys 14.6 µs against `top_k_rows_s`'s 12.8, the cluster's barriers and remote reads
 /// costing more than the passes they split; 16,384 keys 16.0 against 22.1; 65,536 22.1 against
@@ -101,6 +114,9 @@ struct Inner {
     part: Option<CudaSlice<f32>>,
     part_len: usize,
     limits: Option<Limits>,
+    /// `top_k_rows_ch`'s first radix level, [`TOPK_HIST_BINS`] words a row for up to
+    /// [`hist_rows`] rows, all zero between steps (the top-k zeroes what the scores counted).
+    hist: Option<CudaSlice<u32>>,
 }
 
 #[derive(Clone, Copy)]
@@ -117,6 +133,8 @@ impl AttnState {
     pub(crate) fn prepare(&self, be: &CudaBackend, s: &StepSizes) -> Result<()> {
         let mut inner = self.lock();
         let lim = limits(be, &mut inner)?;
+        // Before any capture: a graph cannot allocate it.
+        ensure_hist(be, &mut inner, lim)?;
         if s.max_heads == 0 || s.max_key_row == 0 {
             return Ok(());
         }
@@ -174,6 +192,19 @@ fn mla_knob(name: &'static str) -> Option<usize> {
     v
 }
 
+/// Rows the cluster top-k takes at most: a quarter of the multiprocessors' worth of clusters.
+fn hist_rows(l: Limits) -> usize {
+    l.sm_count / (TOPK_CLUSTER * 4)
+}
+
+fn ensure_hist(be: &CudaBackend, inner: &mut Inner, l: Limits) -> Result<()> {
+    if inner.hist.is_none() && hist_rows(l) > 0 {
+        let len = hist_rows(l) * TOPK_HIST_BINS;
+        inner.hist = Some(be.zeros::<u32>("the top-k's first radix level", len)?);
+    }
+    Ok(())
+}
+
 fn grow_part(be: &CudaBackend, inner: &mut Inner, len: usize) -> Result<()> {
     if inner.part.is_some() && inner.part_len >= len {
         return Ok(());
@@ -224,6 +255,66 @@ pub(crate) fn indexer_scores(
     p: &IndexerParams,
     out: &mut CudaBuf,
 ) -> Result<()> {
+    scores(be, q, w, keys, positions, pages, p, out, None)
+}
+
+/// Which scores kernel a call takes: GLM-5's 32 heads (d a multiple of 16, at most 256) the
+/// register-tile kernel (kernels/indexer.cu `indexer_scores_t32`) unless GLINT_CUDA_IDX_TILES=0,
+/// other shapes the general one; 16-bit and fp8 keys of that shape the tensor-core kernel (sm_80+;
+/// GLINT_CUDA_IDX_MMA=0 keeps them on the register tiles). (tiled, mma, wide)
+fn scores_kind(be: &CudaBackend, ty: CacheType, hi: usize, d: usize) -> (bool, bool, bool) {
+    let tiled = hi == 32 && d.is_multiple_of(16) && d <= 256 && idx_tiles();
+    let mma = tiled
+        && matches!(ty, CacheType::F16 | CacheType::Bf16 | CacheType::Fp8)
+        && be.info().compute_capability.0 >= 8
+        && idx_mma();
+    (tiled, mma, mma && idx_wide())
+}
+
+/// Whether `indexer_select` has the scores count the top-k's first radix level
+/// (`top_k_rows_ch`): tensor-core scores, rows the cluster top-k takes, GLINT_CUDA_TOPK_HIST.
+fn counts_first_level(
+    be: &CudaBackend,
+    ty: CacheType,
+    hi: usize,
+    d: usize,
+    rows: usize,
+    n: usize,
+) -> Result<bool> {
+    Ok(topk_hist_on() && scores_kind(be, ty, hi, d).1 && cluster_shape(be, rows, n)?.is_some())
+}
+
+impl CudaBackend {
+    /// Whether `indexer_select` over `rows` tokens of `n` keys of type `ty` (`hi` heads of `d`)
+    /// runs `top_k_rows_ch` on a first radix level the scores counted, so a test can tell which
+    /// kernels chose its set (all choose the same).
+    pub fn indexer_counts_first_level(
+        &self,
+        ty: CacheType,
+        hi: usize,
+        d: usize,
+        rows: usize,
+        n: usize,
+    ) -> bool {
+        counts_first_level(self, ty, hi, d, rows, n).unwrap_or(false)
+    }
+}
+
+/// [`indexer_scores`], the tensor-core kernel also counting each row's first radix level into
+/// `hist` where given (the caller checked it holds `n_tokens` rows and that the kernel is the
+/// tensor-core one).
+#[allow(clippy::too_many_arguments)]
+fn scores(
+    be: &CudaBackend,
+    q: &CudaBuf,
+    w: &CudaBuf,
+    keys: &CudaCache,
+    positions: &CudaIds,
+    pages: &Pages<'_, CudaBackend>,
+    p: &IndexerParams,
+    out: &mut CudaBuf,
+    hist: Option<&mut CudaSlice<u32>>,
+) -> Result<()> {
     let op = "indexer_scores";
     let (n, hi, d, nkv) = (p.n_tokens, p.n_heads, p.head_dim, p.n_kv);
     if d == 0 || hi == 0 || keys.dim != d {
@@ -243,16 +334,7 @@ pub(crate) fn indexer_scores(
     if n == 0 || nkv == 0 {
         return Ok(());
     }
-    // GLM-5's 32 heads (d a multiple of 16, at most 256) take the register-tile kernel (kernels/indexer.cu
-    // `indexer_scores_t32`) unless GLINT_CUDA_IDX_TILES=0; other shapes the general one.
-    let tiled = hi == 32 && d % 16 == 0 && d <= 256 && idx_tiles();
-    // 16-bit and fp8 keys of that shape: the tensor-core kernel (sm_80+; GLINT_CUDA_IDX_MMA=0
-    // keeps them on the register tiles).
-    let mma = tiled
-        && matches!(keys.ty, CacheType::F16 | CacheType::Bf16 | CacheType::Fp8)
-        && be.info().compute_capability.0 >= 8
-        && idx_mma();
-    let wide = mma && idx_wide();
+    let (tiled, mma, wide) = scores_kind(be, keys.ty, hi, d);
     let name = match keys.ty {
         CacheType::F16 if wide => "indexer_scores_mma128_f16",
         CacheType::Bf16 if wide => "indexer_scores_mma128_bf16",
@@ -330,8 +412,16 @@ pub(crate) fn indexer_scores(
         b.arg(&kt_i);
     }
     b.arg(out.data_mut());
-    // SAFETY: argument types match the kernel; the buffers hold the prefixes checked above, and
-    // the kernel bounds every pool row it derives from device ids.
+    let null = 0u64;
+    if mma {
+        match hist {
+            Some(h) => b.arg(h),
+            None => b.arg(&null),
+        };
+    }
+    // SAFETY: argument types match the kernel; the buffers hold the prefixes checked above (and
+    // `hist` n_tokens rows, the caller's check), and the kernel bounds every pool row it derives
+    // from device ids.
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(())
 }
@@ -366,8 +456,35 @@ pub(crate) fn indexer_select(
         });
     }
     need(op, "out", p.n_tokens * top_k, out.len)?;
-    indexer_scores(be, q, w, keys, positions, pages, p, scratch)?;
-    self::top_k(be, scratch, p.n_tokens, p.n_kv, top_k, out)
+    let (rows, n) = (p.n_tokens, p.n_kv);
+    let fused = top_k > 0 && counts_first_level(be, keys.ty, p.n_heads, p.head_dim, rows, n)?;
+    // Taken out while in use (the scores and top-k lock the state themselves); a row the scores
+    // counted and no top-k read would be counted again next step, so a failed launch zeroes it.
+    let hist = if fused {
+        let mut inner = be.attn.lock();
+        let lim = limits(be, &mut inner)?;
+        ensure_hist(be, &mut inner, lim)?;
+        inner.hist.take().filter(|_| rows <= hist_rows(lim))
+    } else {
+        None
+    };
+    let Some(mut h) = hist else {
+        indexer_scores(be, q, w, keys, positions, pages, p, scratch)?;
+        return self::top_k(be, scratch, rows, n, top_k, out);
+    };
+    let done = scores(be, q, w, keys, positions, pages, p, scratch, Some(&mut h))
+        .and_then(|()| top_k_cluster(be, scratch, rows, n, top_k, out, Some(&mut h)))
+        .and_then(|r| {
+            r.ok_or_else(|| CoreError::Param {
+                op,
+                msg: format!("no cluster top-k for {rows} rows of {n} keys"),
+            })
+        });
+    if done.is_err() {
+        let _ = be.cur_stream().memset_zeros(&mut h);
+    }
+    be.attn.lock().hist = Some(h);
+    done
 }
 
 pub(crate) fn top_k(
@@ -390,7 +507,7 @@ pub(crate) fn top_k(
     if k == 0 || rows == 0 {
         return Ok(());
     }
-    if let Some(done) = top_k_cluster(be, x, rows, n, k, ids)? {
+    if let Some(done) = top_k_cluster(be, x, rows, n, k, ids, None)? {
         return Ok(done);
     }
     let threads = n.next_power_of_two().clamp(32, 1024);
@@ -434,25 +551,18 @@ fn top_k_cluster(
     n: usize,
     k: usize,
     ids: &mut CudaIds,
+    hist: Option<&mut CudaSlice<u32>>,
 ) -> Result<Option<()>> {
     let op = "top_k";
-    let sms = {
-        let mut inner = be.attn.lock();
-        limits(be, &mut inner)?.sm_count
-    };
-    if be.info().compute_capability.0 < 9
-        || !matches!(topk_choice(), "" | "cluster")
-        || n < TOPK_CLUSTER_MIN
-        || rows * TOPK_CLUSTER * 4 > sms
-    {
+    let Some((per, threads)) = cluster_shape(be, rows, n)? else {
         return Ok(None);
-    }
-    let name = "top_k_rows_c";
+    };
+    let (name, tables) = match hist {
+        Some(_) => ("top_k_rows_ch", 3 * TOPK_HIST_BINS),
+        None => ("top_k_rows_c", threads / 32 * 256),
+    };
     let f = be.func(Family::Indexer, name)?;
-    let per = n.div_ceil(TOPK_CLUSTER).next_multiple_of(32);
-    // About four keys a thread a pass.
-    let threads = (per / 4).next_power_of_two().clamp(128, 1024);
-    let smem = (threads / 32 * 256 + per) * 4;
+    let smem = (tables + per) * 4;
     if smem > be.smem.dynamic_limit(be, op, &f, name)? {
         return Ok(None);
     }
@@ -465,10 +575,34 @@ fn top_k_cluster(
     let (n_i, k_i) = (int(op, n)?, int(op, k)?);
     let mut b = be.launch(&f);
     b.arg(x.data()).arg(&n_i).arg(&k_i).arg(&mut ids.data);
+    if let Some(h) = hist {
+        b.arg(h);
+    }
     // SAFETY: argument types match the kernel (its cluster shape is compiled in, the grid a
-    // multiple of it); rows·n values are read, rows·k ids written.
+    // multiple of it); rows·n values are read, rows·k ids written (and for `top_k_rows_ch`
+    // rows · TOPK_HIST_BINS words of `hist`, which indexer_select checked it holds).
     unsafe { b.launch(cfg) }.map_err(dev(op))?;
     Ok(Some(()))
+}
+
+/// The cluster top-k's shape for `rows` rows of `n` keys — each block's share of keys
+/// (`per`) and threads — or None where the call takes the other kernels.
+fn cluster_shape(be: &CudaBackend, rows: usize, n: usize) -> Result<Option<(usize, usize)>> {
+    let sms = {
+        let mut inner = be.attn.lock();
+        limits(be, &mut inner)?.sm_count
+    };
+    if be.info().compute_capability.0 < 9
+        || !matches!(topk_choice(), "" | "cluster")
+        || n < TOPK_CLUSTER_MIN
+        || rows * TOPK_CLUSTER * 4 > sms
+    {
+        return Ok(None);
+    }
+    let per = n.div_ceil(TOPK_CLUSTER).next_multiple_of(32);
+    // About four keys a thread a pass.
+    let threads = (per / 4).next_power_of_two().clamp(128, 1024);
+    Ok(Some((per, threads)))
 }
 
 /// How `mla_attention` covers a call: heads per block, key-list chunks.
@@ -958,6 +1092,7 @@ mod tests {
             ("IDX_MMA_KT", IDX_MMA_KT),
             ("IDX_MMA_KT_WIDE", IDX_MMA_KT_WIDE),
             ("TOPK_CLUSTER", TOPK_CLUSTER),
+            ("TOPK_HIST_BITS", TOPK_HIST_BITS),
         ] {
             assert_eq!(
                 Family::Indexer.define(name),
@@ -994,6 +1129,7 @@ mod tests {
             "top_k_rows(",
             "top_k_rows_s(",
             "top_k_rows_c(",
+            "top_k_rows_ch(",
         ] {
             assert!(idx.contains(k), "kernels/indexer.cu: {k}");
         }
