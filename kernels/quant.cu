@@ -2016,6 +2016,116 @@ extern "C" __global__ void __launch_bounds__(32 * MV_WIDE_WARPS)
     }
 }
 
+// matvec_wide_f32x4's sums on shared-memory tiles: a block takes MV_TILE_ROWS rows × MV_TILE_TOKS
+// tokens, and each step copies one 32-unit slice of a part (units p·32 + i·32·ks .. + 31, the
+// units lane l of part p's warp takes as `lane`, in the order it takes them) of its rows and
+// tokens to shared memory, two steps in flight (cp.async). Warp w owns row group w (4 rows) for
+// all the block's tokens: 4 × 32 sums a lane, each the one matvec_wide_f32x4's lane keeps for
+// that (part, unit, row, token), so the parts reduce-scatter and add up as there — the bits of
+// matvec1_f32x4. matvec_wide_f32x4 read every weight row once per 8 tokens and every token once
+// per 4 rows from L2 (L1 did not keep a block's tokens between its warps): GLM-5's router took
+// 344 µs of a 512-token step (H100, call BM) where its two-operation-a-product work is ~50.
+// Dynamic shared memory: 2 × (ROWS + TOKS) × 32 × 16 bytes. matvec_*'s arguments.
+#define MV_TILE_ROWS 32
+#define MV_TILE_TOKS 32
+#define MV_TILE_SMEM (2 * (MV_TILE_ROWS + MV_TILE_TOKS) * 32 * 16)
+extern "C" __global__ void __launch_bounds__(32 * MV_TILE_ROWS / MV_RPW, 1)
+    matvec_tile_f32x4(const u8* __restrict__ w, const u8* __restrict__ act, float* __restrict__ y, int cols,
+                      int rows, int n, long long act_stride, int ks, const u32*, const u32*, int, int) {
+    pdl_enter();
+    static_assert(MV_RPW * MV_TOK == 32, "a lane ends with one output a token group");
+    constexpr int TG = MV_TILE_TOKS / MV_TOK;  // token groups a warp
+    extern __shared__ __align__(16) u8 mt_smem[];
+    float4* ws = (float4*)mt_smem;                          // [2][ROWS][32]
+    float4* as = ws + 2 * MV_TILE_ROWS * 32;                // [2][TOKS][32]
+    const int lane = threadIdx.x & 31, warp = threadIdx.y, tid = warp * 32 + lane;
+    const int nthreads = blockDim.y * 32, units = cols / 4, stride = 32 * ks;
+    const int r0 = blockIdx.x * MV_TILE_ROWS;
+    const long long row_bytes = (long long)cols * 4;
+    // Token tiles past the grid's height are strided over it (block-uniform: the barriers hold).
+    for (int t0 = blockIdx.y * MV_TILE_TOKS; t0 < n; t0 += gridDim.y * MV_TILE_TOKS) {
+        // Steps of part p: its slices that start below `units`.
+        auto steps = [&](int p) { return p * 32 < units ? (units - p * 32 + stride - 1) / stride : 0; };
+        // Copies slice (p, i) into buffer b; slots past `units` are never read.
+        auto load = [&](int p, int i, int b) {
+            const int u0 = p * 32 + i * stride;
+            for (int e = tid; e < (MV_TILE_ROWS + MV_TILE_TOKS) * 32; e += nthreads) {
+                const int j = e >> 5, c = e & 31;
+                if (u0 + c >= units) continue;
+                if (j < MV_TILE_ROWS) {
+                    const u8* src = w + (long long)min(r0 + j, rows - 1) * row_bytes + (long long)(u0 + c) * 16;
+                    cp_async16(&ws[(b * MV_TILE_ROWS + j) * 32 + c], src);
+                } else {
+                    const int t = j - MV_TILE_ROWS;
+                    const u8* src = act + (long long)min(t0 + t, n - 1) * act_stride + (long long)(u0 + c) * 16;
+                    cp_async16(&as[(b * MV_TILE_TOKS + t) * 32 + c], src);
+                }
+            }
+            cp_async_commit();
+        };
+        int lp = 0, li = 0;  // the next slice to copy
+        auto advance = [&]() {
+            ++li;
+            while (lp < ks && li >= steps(lp)) {
+                ++lp;
+                li = 0;
+            }
+        };
+        li = -1;
+        advance();
+        if (lp < ks) {
+            load(lp, li, 0);
+            advance();
+        }
+        float tot[TG];
+        int cb = 0;
+        for (int p = 0; p < ks; ++p) {
+            float acc[TG][32];
+#pragma unroll
+            for (int g = 0; g < TG; ++g)
+#pragma unroll
+                for (int i = 0; i < 32; ++i) acc[g][i] = 0.0f;
+            for (int i = 0, ni = steps(p); i < ni; ++i) {
+                if (lp < ks) {
+                    load(lp, li, cb ^ 1);
+                    advance();
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+                __syncthreads();
+                if (p * 32 + i * stride + lane < units) {
+                    float4 x[MV_RPW];
+#pragma unroll
+                    for (int r = 0; r < MV_RPW; ++r) x[r] = ws[(cb * MV_TILE_ROWS + warp * MV_RPW + r) * 32 + lane];
+#pragma unroll
+                    for (int g = 0; g < TG; ++g)
+#pragma unroll
+                        for (int t = 0; t < MV_TOK; ++t) {
+                            const float4 a = as[(cb * MV_TILE_TOKS + g * MV_TOK + t) * 32 + lane];
+#pragma unroll
+                            for (int r = 0; r < MV_RPW; ++r)
+                                acc[g][r * MV_TOK + t] += W_f32x4::dot((const u8*)&x[r], a, 0);
+                        }
+                }
+                __syncthreads();
+                cb ^= 1;
+            }
+#pragma unroll
+            for (int g = 0; g < TG; ++g) {
+                const float v = reduce_scatter32(acc[g], lane);
+                tot[g] = p == 0 ? v : __fadd_rn(tot[g], v);
+            }
+        }
+        const int row = r0 + warp * MV_RPW + lane / MV_TOK;
+#pragma unroll
+        for (int g = 0; g < TG; ++g) {
+            const int tok = t0 + g * MV_TOK + lane % MV_TOK;
+            if (row < rows && tok < n) y[(long long)tok * rows + row] = tot[g];
+        }
+    }
+}
+
 QUANT_KERNELS(f32, W_f32)
 QUANT_KERNELS(f32x4, W_f32x4)
 QUANT_KERNELS(f16, W_f16)

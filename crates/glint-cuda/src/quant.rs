@@ -188,9 +188,10 @@ fn glu_quantizer(partner: GgmlType) -> Option<&'static str> {
 /// Row groups a block of `matvec_wide_f32x4` takes (kernels/quant.cu MV_WIDE_WARPS).
 const MV_WIDE_WARPS: usize = 8;
 
-/// Whether a product with kernels `k` over `n` tokens runs `matvec_wide_f32x4`: F32 rows of
-/// whole float4s (a row group's parts walked by one warp, its sums reduce-scattered: the bits
-/// of `matvec_f32x4`, which over many tokens spends a block barrier and one lane's serial sums
+/// Whether a product with kernels `k` over `n` tokens runs a wide F32 kernel
+/// (`matvec_tile_f32x4`, or `matvec_wide_f32x4`: [`wide_f32_launch`]): F32 rows of whole
+/// float4s (a row group's parts walked by one warp, its sums reduce-scattered: the bits of
+/// `matvec_f32x4`, which over many tokens spends a block barrier and one lane's serial sums
 /// per row group and tile). From 128 tokens by default, where its one warp per row group and
 /// tile still fills an H100 for GLM-5's router; `GLINT_CUDA_F32_WIDE_MIN` sets the count (0:
 /// never; one token always keeps `matvec1_f32x4`).
@@ -205,8 +206,64 @@ fn takes_wide_f32(k: &Kind, n: usize) -> bool {
     std::ptr::eq(k, &F32X4) && min > 0 && n >= min.max(2)
 }
 
+/// Rows and tokens of a `matvec_tile_f32x4` block, and its dynamic shared memory (kernels/quant.cu
+/// MV_TILE_ROWS, MV_TILE_TOKS, MV_TILE_SMEM: two buffers of a 32-unit slice of each).
+const MV_TILE_ROWS: usize = 32;
+const MV_TILE_TOKS: usize = 32;
+const MV_TILE_SMEM: usize = 2 * (MV_TILE_ROWS + MV_TILE_TOKS) * 32 * 16;
+
+/// Whether the wide F32 products take `matvec_tile_f32x4` (each block's rows and tokens staged
+/// in shared memory; the default) or `matvec_wide_f32x4` (`GLINT_CUDA_F32_TILE=0`, to compare:
+/// the same bits).
+fn f32_tiles() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLINT_CUDA_F32_TILE").map_or(true, |v| v != "0"))
+}
+
+/// The kernel and launch of a [`takes_wide_f32`] product.
+fn wide_f32_launch(
+    be: &CudaBackend,
+    op: &'static str,
+    rows: usize,
+    n: usize,
+) -> Result<(CudaFunction, LaunchConfig)> {
+    let name = "matvec_tile_f32x4";
+    let tile = match f32_tiles() {
+        true => Some(be.func(Family::Quant, name)?),
+        false => None,
+    };
+    // A device without 64 KiB of shared memory a block keeps the warp-wide kernel.
+    let tile = match tile {
+        Some(f) if be.smem.dynamic_limit(be, op, &f, name)? >= MV_TILE_SMEM => Some(f),
+        _ => None,
+    };
+    if let Some(f) = tile {
+        be.smem.allow(be, op, &f, name, MV_TILE_SMEM)?;
+        let grid = LaunchConfig {
+            grid_dim: (
+                rows.div_ceil(MV_TILE_ROWS) as u32,
+                n.div_ceil(MV_TILE_TOKS).min(GRID_YZ_MAX) as u32,
+                1,
+            ),
+            block_dim: (32, (MV_TILE_ROWS / MV_RPW) as u32, 1),
+            shared_mem_bytes: MV_TILE_SMEM as u32,
+        };
+        return Ok((f, grid));
+    }
+    let grid = LaunchConfig {
+        grid_dim: (
+            rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,
+            n.div_ceil(MV_TOK).min(GRID_YZ_MAX) as u32,
+            1,
+        ),
+        block_dim: (32, MV_WIDE_WARPS as u32, 1),
+        shared_mem_bytes: 0,
+    };
+    Ok((be.func(Family::Quant, "matvec_wide_f32x4")?, grid))
+}
+
 impl CudaBackend {
-    /// Whether `matmul` of `n` tokens by `w` runs `matvec_wide_f32x4`, so a test can tell which
+    /// Whether `matmul` of `n` tokens by `w` runs a wide F32 kernel, so a test can tell which
     /// kernel gave its bits (both give the same).
     pub fn takes_wide_f32(&self, w: &CudaWeight, n: usize) -> bool {
         kind_of("matmul", w).is_ok_and(|k| takes_wide_f32(k, n))
@@ -1364,18 +1421,7 @@ fn matmul_with(
     // even with the output head alone on the tensor cores, 0.62x with every weight).
     let (f, mut grid) = match mmq_kernel(w.ty).filter(|_| n > MV_TOK) {
         Some(name) => mmq_launch(be, OP, w.ty, name, rows, n.div_ceil(MMQ_BN), MMQ_BN)?,
-        None if takes_wide_f32(k, n) => {
-            let grid = LaunchConfig {
-                grid_dim: (
-                    rows.div_ceil(MV_RPW * MV_WIDE_WARPS) as u32,
-                    n.div_ceil(MV_TOK).min(GRID_YZ_MAX) as u32,
-                    1,
-                ),
-                block_dim: (32, MV_WIDE_WARPS as u32, 1),
-                shared_mem_bytes: 0,
-            };
-            (be.func(Family::Quant, "matvec_wide_f32x4")?, grid)
-        }
+        None if takes_wide_f32(k, n) => wide_f32_launch(be, OP, rows, n)?,
         None if n == 1 => {
             let grid = mv_grid(rows, 1, ks);
             let staged = match k.matvec1s {
@@ -1752,6 +1798,8 @@ mod tests {
         assert_eq!(q.define("MV_TOK"), MV_TOK);
         assert_eq!(q.define("MV_WARPS_MAX"), MV_WARPS_MAX);
         assert_eq!(q.define("MV_WIDE_WARPS"), MV_WIDE_WARPS);
+        assert_eq!(q.define("MV_TILE_ROWS"), MV_TILE_ROWS);
+        assert_eq!(q.define("MV_TILE_TOKS"), MV_TILE_TOKS);
     }
 
     /// Every type glint-quant gives an activation partner has a row, with glint-quant's partner

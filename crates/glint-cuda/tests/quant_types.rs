@@ -191,7 +191,8 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let (wc, wcpu) = upload_both(cuda, cpu, "w", ty, &[cols, rows], &wb);
         // 9 and 40 tokens: the batched kernels (for the block types the tensor-core one, over
         // one and two token tiles); F32 also 150, past where whole-float4 rows take
-        // `matvec_wide_f32x4` (128 tokens; 150 leaves a partial last tile).
+        // `matvec_tile_f32x4` (128 tokens; 150 leaves a partial last tile of 32, and 33 rows
+        // a tile of one row).
         let wide = if ty == GgmlType::F32 { Some(150) } else { None };
         for n in [1usize, 3, 9, 40].into_iter().chain(wide) {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
