@@ -464,7 +464,11 @@ pub(crate) fn indexer_select(
         let mut inner = be.attn.lock();
         let lim = limits(be, &mut inner)?;
         ensure_hist(be, &mut inner, lim)?;
-        inner.hist.take().filter(|_| rows <= hist_rows(lim))
+        // cluster_shape keeps rows to hist_rows; checked again before the table is lent out.
+        match rows <= hist_rows(lim) {
+            true => inner.hist.take(),
+            false => None,
+        }
     } else {
         None
     };
