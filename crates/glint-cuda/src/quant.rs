@@ -213,11 +213,12 @@ const MV_TILE_TOKS: usize = 32;
 const MV_TILE_SMEM: usize = 2 * (MV_TILE_ROWS + MV_TILE_TOKS) * 32 * 16;
 
 /// Whether the wide F32 products take `matvec_tile_f32x4` (each block's rows and tokens staged
-/// in shared memory; the default) or `matvec_wide_f32x4` (`GLINT_CUDA_F32_TILE=0`, to compare:
-/// the same bits).
+/// in shared memory) or `matvec_wide_f32x4` (the same bits). Opt-in, `GLINT_CUDA_F32_TILE=1`,
+/// until a GPU has run its tests (written in a session whose device tries found no machine;
+/// docs/cuda.md). Read at each launch (a prompt's few F32 products), so a test can compare the
+/// two kernels in one process.
 fn f32_tiles() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLINT_CUDA_F32_TILE").map_or(true, |v| v != "0"))
+    std::env::var("GLINT_CUDA_F32_TILE").is_ok_and(|v| v == "1")
 }
 
 /// The kernel and launch of a [`takes_wide_f32`] product.
@@ -267,6 +268,12 @@ impl CudaBackend {
     /// kernel gave its bits (both give the same).
     pub fn takes_wide_f32(&self, w: &CudaWeight, n: usize) -> bool {
         kind_of("matmul", w).is_ok_and(|k| takes_wide_f32(k, n))
+    }
+
+    /// Whether such a product runs `matvec_tile_f32x4` now (rather than `matvec_wide_f32x4`).
+    pub fn takes_f32_tiles(&self) -> bool {
+        // Only the tile kernel's launch asks for shared memory.
+        wide_f32_launch(self, "matmul", 1, 1).is_ok_and(|(_, g)| g.shared_mem_bytes > 0)
     }
 }
 

@@ -191,8 +191,8 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
         let (wc, wcpu) = upload_both(cuda, cpu, "w", ty, &[cols, rows], &wb);
         // 9 and 40 tokens: the batched kernels (for the block types the tensor-core one, over
         // one and two token tiles); F32 also 150, past where whole-float4 rows take
-        // `matvec_tile_f32x4` (128 tokens; 150 leaves a partial last tile of 32, and 33 rows
-        // a tile of one row).
+        // `matvec_wide_f32x4` (128 tokens; 150 leaves a partial last tile), and again the
+        // opt-in `matvec_tile_f32x4` (tiles of 32 tokens and 32 rows: 33 rows leave one of one).
         let wide = if ty == GgmlType::F32 { Some(150) } else { None };
         for n in [1usize, 3, 9, 40].into_iter().chain(wide) {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.f() * 2.0).collect();
@@ -224,6 +224,26 @@ fn run_type(cuda: &CudaBackend, cpu: &CpuBackend, rng: &mut Rng, ty: GgmlType) {
                 &want,
                 &tol,
             );
+            // The wide F32 products again on the opt-in tile kernel: the same bits as the
+            // warp-wide one (and so, below, as each token alone).
+            if wide {
+                std::env::set_var("GLINT_CUDA_F32_TILE", "1");
+                let tiles = cuda.takes_f32_tiles();
+                let mut yt = cuda.alloc(n * rows).unwrap();
+                cuda.matmul(&wc, &xd, n, &mut yt)
+                    .expect("cuda matmul, tiles");
+                std::env::remove_var("GLINT_CUDA_F32_TILE");
+                assert!(tiles, "{ty} {cols}x{rows}: matvec_tile_f32x4 did not run");
+                let mut got_t = vec![0.0f32; n * rows];
+                cuda.download(&yt, &mut got_t).unwrap();
+                for (i, (a, b)) in got_t.iter().zip(&got).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{ty} matmul {cols}x{rows} n={n}: output {i}: tiles {a}, warp-wide {b}"
+                    );
+                }
+            }
             // Batch invariance: the first and last tokens alone (`matvec1_*`) give the bits
             // they got in the batch (`matvec_*`, eight tokens a pass).
             for t in [0, n / 2, n - 1].into_iter().filter(|_| n > 1) {

@@ -11,5 +11,5 @@ for b in glint-cuda--conformance glint-cuda--quant_types glm5-model--indexer_top
 done
 ( $G synth /tmp/s34.gguf --dense 3 --moe 4 --experts 256 --quant q4_k_m --seed 1 > /dev/null 2>&1 ); t synth
 pp() { echo "== $*"; B "$@" bench -m /tmp/s34.gguf --device cuda -p 512 -n 0 -d 0 -b 1 -r 3 $BF 2>&1 | grep -E "pp512|rror|panic"; }
-{ pp env $G; pp env GLINT_CUDA_F32_TILE=0 $G; pp env $G; pp env GLINT_CUDA_F32_TILE=0 $G; } > $R/pp512.txt 2>&1; t pp512
+{ pp env GLINT_CUDA_F32_TILE=1 $G; pp env $G; pp env GLINT_CUDA_F32_TILE=1 $G; pp env $G; } > $R/pp512.txt 2>&1; t pp512
 t done
