@@ -446,11 +446,11 @@ static void bench_idx_scores(double bw) {
         const dim3 grid_m(1, (L + KM - 1) / KM);
         const float t8 = time_us([&](int) {
             indexer_scores_mma_fp8<<<grid_m, 256, sm_mma>>>(q, w, 1.0f, (const u8*)kc, rows, dpos, dt, nb, dseq, nb,
-                                                            BS, D, L, out);
+                                                            BS, D, L, out, nullptr);
         });
         const float t16 = time_us([&](int) {
             indexer_scores_mma_f16<<<grid_m, 256, sm_mma>>>(q, w, 1.0f, (const u8*)kc, rows, dpos, dt, nb, dseq, nb,
-                                                            BS, D, L, out);
+                                                            BS, D, L, out, nullptr);
         });
         CK(cudaGetLastError());
         const double bytes = 4.0 * L * D;

@@ -273,7 +273,8 @@ fn scores_kind(be: &CudaBackend, ty: CacheType, hi: usize, d: usize) -> (bool, b
 }
 
 /// Whether `indexer_select` has the scores count the top-k's first radix level
-/// (`top_k_rows_ch`): tensor-core scores, rows the cluster top-k takes, GLINT_CUDA_TOPK_HIST.
+/// (`top_k_rows_ch`): tensor-core scores, rows the cluster top-k takes with the kernel's
+/// tables and keys in shared memory (else the other top-k kernels), GLINT_CUDA_TOPK_HIST.
 fn counts_first_level(
     be: &CudaBackend,
     ty: CacheType,
@@ -282,7 +283,15 @@ fn counts_first_level(
     rows: usize,
     n: usize,
 ) -> Result<bool> {
-    Ok(topk_hist_on() && scores_kind(be, ty, hi, d).1 && cluster_shape(be, rows, n)?.is_some())
+    if !topk_hist_on() || !scores_kind(be, ty, hi, d).1 {
+        return Ok(false);
+    }
+    let Some((per, _)) = cluster_shape(be, rows, n)? else {
+        return Ok(false);
+    };
+    let name = "top_k_rows_ch";
+    let f = be.func(Family::Indexer, name)?;
+    Ok((3 * TOPK_HIST_BINS + per) * 4 <= be.smem.dynamic_limit(be, "top_k", &f, name)?)
 }
 
 impl CudaBackend {
@@ -458,7 +467,8 @@ pub(crate) fn indexer_select(
     }
     need(op, "out", p.n_tokens * top_k, out.len)?;
     let (rows, n) = (p.n_tokens, p.n_kv);
-    let fused = top_k > 0 && counts_first_level(be, keys.ty, p.n_heads, p.head_dim, rows, n)?;
+    let fused =
+        rows > 0 && top_k > 0 && counts_first_level(be, keys.ty, p.n_heads, p.head_dim, rows, n)?;
     // Taken out while in use (the scores and top-k lock the state themselves); a row the scores
     // counted and no top-k read would be counted again next step, so a failed launch zeroes it.
     let hist = if fused {
