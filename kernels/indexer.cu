@@ -779,6 +779,27 @@ __device__ __forceinline__ u32 cluster_ld(const u32* p, u32 rank) {
     return v;
 }
 
+// A cluster kernel's radix pass over its block's m keys in shared memory: each key whose bits
+// under `mask` are `prefix` is counted into h at (key >> shift) & wmask, eight keys a thread in
+// flight. Every thread calls it (the count's ballots need whole warps).
+__device__ __forceinline__ void topk_count_keys(const u32* sk, int m, u32* h, int shift, u32 wmask, u32 mask,
+                                                u32 prefix, int lane) {
+    const int tid = threadIdx.x, bd = blockDim.x;
+    for (int c0 = 0; c0 < m; c0 += bd * 8) {
+        u32 kk[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = c0 + tid + u * bd;
+            kk[u] = i < m ? sk[i] : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = c0 + tid + u * bd;
+            topk_count(h, (kk[u] >> shift) & wmask, i < m && (kk[u] & mask) == prefix, lane);
+        }
+    }
+}
+
 // The cluster's output pass (top_k_rows_c's and top_k_rows_ch's): each block counts its keys
 // above and equal to T, a barrier, and the counts of the blocks before it (lower indices) place
 // its indices, as the warps' counts do within a block. The last barrier keeps each block's
@@ -863,19 +884,7 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
         const int shift = 24 - 8 * pass;
         u32* t = tot[pass & 1];
         for (int i = tid; i < 256; i += bd) t[i] = 0;
-        for (int c0 = 0; c0 < m; c0 += bd * 8) {
-            u32 kk[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int i = c0 + tid + u * bd;
-                kk[u] = i < m ? sk[i] : 0u;
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int i = c0 + tid + u * bd;
-                topk_count(mine, (kk[u] >> shift) & 255u, i < m && (kk[u] & mask) == prefix, lane);
-            }
-        }
+        topk_count_keys(sk, m, mine, shift, 255u, mask, prefix, lane);
         __syncthreads();
         topk_sum_hists(wh, nw, t);
         cluster_barrier();
@@ -952,19 +961,7 @@ extern "C" __global__ void TOPK_CLUSTER_DIMS __launch_bounds__(1024) top_k_rows_
         const int bits = pass == 0 ? TOPK_HIST_BITS : 32 - 2 * TOPK_HIST_BITS;
         const u32 wmask = (1u << bits) - 1u;
         u32* t = counts + pass * TOPK_HIST_BINS;
-        for (int c0 = 0; c0 < m; c0 += bd * 8) {
-            u32 kk[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int i = c0 + tid + u * bd;
-                kk[u] = i < m ? sk[i] : 0u;
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int i = c0 + tid + u * bd;
-                topk_count(t, (kk[u] >> shift) & wmask, i < m && (kk[u] & mask) == prefix, lane);
-            }
-        }
+        topk_count_keys(sk, m, t, shift, wmask, mask, prefix, lane);
         __syncthreads();
         cluster_barrier();
         if (pass == 0)
