@@ -390,6 +390,28 @@ IDX_MMA_KERNEL(fp8, CACHE_FP8, 128, IDX_MMA_KT_WIDE)
 // Lane l holds bins 8l..8l+7 (zeroing them where `clear`, for the next pass); a suffix scan
 // over the lanes gives the count above; the highest lane with a hit writes the new prefix and
 // what remains to take.
+// The pick's two warp-wide steps, shared by topk_pick_bin_h and topk_pick_wide: the suffix scan
+// of the lanes' totals (keys in lane `lane`'s bins and above), and the store by the highest
+// lane that found the bin (b > 0; else lane 0, whose bin 0 is then the one: `h0` its count).
+__device__ __forceinline__ u32 topk_lanes_above(u32 tot, int lane) {
+    u32 suf = tot;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += v;
+    }
+    return suf;
+}
+__device__ __forceinline__ void topk_pick_store(int b, u32 cum_b, u32 suf, u32 h0, int lane, u32 prefix, int shift,
+                                                u32 remaining, u32* sh_prefix, u32* sh_remaining) {
+    const u32 hit = __ballot_sync(0xffffffffu, b > 0);
+    if (lane == (hit ? 31 - __clz(hit) : 0)) {
+        if (b == 0) cum_b = suf - h0;  // lane 0: every bin above bin 0
+        *sh_prefix = prefix | ((u32)b << shift);
+        *sh_remaining = remaining - cum_b;
+    }
+}
+
 // topk_pick_bin with the lane's 8 bins already in registers (the cluster kernel sums them over
 // its blocks' shared memory).
 __device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32 prefix, int shift, u32 remaining,
@@ -411,12 +433,7 @@ __device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32
     u32 tot = 0;
 #pragma unroll
     for (int j = 0; j < 8; j++) tot += h[j];
-    u32 suf = tot;  // keys in this lane's bins and above
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += v;
-    }
+    const u32 suf = topk_lanes_above(tot, lane);  // keys in this lane's bins and above
     u32 cum = suf - tot;
     int b = 0;
     u32 cum_b = 0;
@@ -429,12 +446,7 @@ __device__ __forceinline__ void topk_pick_bin_h(const u32 (&h)[8], int lane, u32
         }
         cum += h[j];
     }
-    const u32 hit = __ballot_sync(0xffffffffu, b > 0);
-    if (lane == (hit ? 31 - __clz(hit) : 0)) {
-        if (b == 0) cum_b = suf - h[0];  // lane 0: every bin above bin 0
-        *sh_prefix = prefix | ((u32)b << shift);
-        *sh_remaining = remaining - cum_b;
-    }
+    topk_pick_store(b, cum_b, suf, h[0], lane, prefix, shift, remaining, sh_prefix, sh_remaining);
 }
 
 // topk_pick_bin_h's choice over a table of 32·NPL bins in shared memory, lane l holding bins
@@ -449,12 +461,7 @@ __device__ __forceinline__ void topk_pick_wide(const u32* h, int lane, u32 prefi
     // all NPL·l + j share bank j).
 #pragma unroll 8
     for (int j = 0; j < NPL; j++) tot += mine[(j + lane) & (NPL - 1)];
-    u32 suf = tot;  // keys in this lane's bins and above
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const u32 v = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += v;
-    }
+    const u32 suf = topk_lanes_above(tot, lane);  // keys in this lane's bins and above
     u32 cum = suf - tot;
     int b = 0;
     u32 cum_b = 0;
@@ -469,12 +476,7 @@ __device__ __forceinline__ void topk_pick_wide(const u32* h, int lane, u32 prefi
             cum += mine[j];
         }
     }
-    const u32 hit = __ballot_sync(0xffffffffu, b > 0);
-    if (lane == (hit ? 31 - __clz(hit) : 0)) {
-        if (b == 0) cum_b = suf - mine[0];  // lane 0: every bin above bin 0
-        *sh_prefix = prefix | ((u32)b << shift);
-        *sh_remaining = remaining - cum_b;
-    }
+    topk_pick_store(b, cum_b, suf, mine[0], lane, prefix, shift, remaining, sh_prefix, sh_remaining);
 }
 
 // One block per row (blockDim.x a multiple of 32, at most 1024). A radix select over the

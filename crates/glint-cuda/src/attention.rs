@@ -246,19 +246,6 @@ fn pages_args(
     ))
 }
 
-pub(crate) fn indexer_scores(
-    be: &CudaBackend,
-    q: &CudaBuf,
-    w: &CudaBuf,
-    keys: &CudaCache,
-    positions: &CudaIds,
-    pages: &Pages<'_, CudaBackend>,
-    p: &IndexerParams,
-    out: &mut CudaBuf,
-) -> Result<()> {
-    scores(be, q, w, keys, positions, pages, p, out, None)
-}
-
 /// Which scores kernel a call takes: GLM-5's 32 heads (d a multiple of 16, at most 256) the
 /// register-tile kernel (kernels/indexer.cu `indexer_scores_t32`) unless GLINT_CUDA_IDX_TILES=0,
 /// other shapes the general one; 16-bit and fp8 keys of that shape the tensor-core kernel (sm_80+;
@@ -310,11 +297,11 @@ impl CudaBackend {
     }
 }
 
-/// [`indexer_scores`], the tensor-core kernel also counting each row's first radix level into
-/// `hist` where given (the caller checked it holds `n_tokens` rows and that the kernel is the
-/// tensor-core one).
+/// `Backend::indexer_scores`; the tensor-core kernel also counts each row's first radix level
+/// into `hist` where given (`indexer_select`, which checked it holds `n_tokens` rows and that
+/// the kernel is the tensor-core one).
 #[allow(clippy::too_many_arguments)]
-fn scores(
+pub(crate) fn indexer_scores(
     be: &CudaBackend,
     q: &CudaBuf,
     w: &CudaBuf,
@@ -476,18 +463,19 @@ pub(crate) fn indexer_select(
         let lim = limits(be, &mut inner)?;
         ensure_hist(be, &mut inner, lim)?;
         // cluster_shape keeps rows to hist_rows; checked again before the table is lent out.
-        match rows <= hist_rows(lim) {
-            true => inner.hist.take(),
-            false => None,
+        if rows <= hist_rows(lim) {
+            inner.hist.take()
+        } else {
+            None
         }
     } else {
         None
     };
     let Some(mut h) = hist else {
-        indexer_scores(be, q, w, keys, positions, pages, p, scratch)?;
+        indexer_scores(be, q, w, keys, positions, pages, p, scratch, None)?;
         return self::top_k(be, scratch, rows, n, top_k, out);
     };
-    let done = scores(be, q, w, keys, positions, pages, p, scratch, Some(&mut h))
+    let done = indexer_scores(be, q, w, keys, positions, pages, p, scratch, Some(&mut h))
         .and_then(|()| top_k_cluster(be, scratch, rows, n, top_k, out, Some(&mut h)))
         .and_then(|r| {
             r.ok_or_else(|| CoreError::Param {

@@ -805,7 +805,7 @@ impl Backend for CudaBackend {
         p: &IndexerParams,
         out: &mut CudaBuf,
     ) -> Result<()> {
-        crate::attention::indexer_scores(self, q, w, keys, positions, pages, p, out)
+        crate::attention::indexer_scores(self, q, w, keys, positions, pages, p, out, None)
     }
     fn indexer_scratch_len(&self, n_tokens: usize, n_kv: usize) -> usize {
         crate::attention::indexer_scratch_len(n_tokens, n_kv)

@@ -228,28 +228,23 @@ fn wide_f32_launch(
     rows: usize,
     n: usize,
 ) -> Result<(CudaFunction, LaunchConfig)> {
-    let name = "matvec_tile_f32x4";
-    let tile = match f32_tiles() {
-        true => Some(be.func(Family::Quant, name)?),
-        false => None,
-    };
-    // A device without 64 KiB of shared memory a block keeps the warp-wide kernel.
-    let tile = match tile {
-        Some(f) if be.smem.dynamic_limit(be, op, &f, name)? >= MV_TILE_SMEM => Some(f),
-        _ => None,
-    };
-    if let Some(f) = tile {
-        be.smem.allow(be, op, &f, name, MV_TILE_SMEM)?;
-        let grid = LaunchConfig {
-            grid_dim: (
-                rows.div_ceil(MV_TILE_ROWS) as u32,
-                n.div_ceil(MV_TILE_TOKS).min(GRID_YZ_MAX) as u32,
-                1,
-            ),
-            block_dim: (32, (MV_TILE_ROWS / MV_RPW) as u32, 1),
-            shared_mem_bytes: MV_TILE_SMEM as u32,
-        };
-        return Ok((f, grid));
+    if f32_tiles() {
+        let name = "matvec_tile_f32x4";
+        let f = be.func(Family::Quant, name)?;
+        // A device without 64 KiB of shared memory a block keeps the warp-wide kernel.
+        if be.smem.dynamic_limit(be, op, &f, name)? >= MV_TILE_SMEM {
+            be.smem.allow(be, op, &f, name, MV_TILE_SMEM)?;
+            let grid = LaunchConfig {
+                grid_dim: (
+                    rows.div_ceil(MV_TILE_ROWS) as u32,
+                    n.div_ceil(MV_TILE_TOKS).min(GRID_YZ_MAX) as u32,
+                    1,
+                ),
+                block_dim: (32, (MV_TILE_ROWS / MV_RPW) as u32, 1),
+                shared_mem_bytes: MV_TILE_SMEM as u32,
+            };
+            return Ok((f, grid));
+        }
     }
     let grid = LaunchConfig {
         grid_dim: (
