@@ -1434,10 +1434,11 @@ fn indexer_with<B: Backend>(
                 let (dd, dm) = dot(qj, k);
                 v += w_eff[s * hi + j] as f64 * dd.max(0.0);
                 m += (w_eff[s * hi + j] as f64).abs() * dm;
-                // A q8 key pool may score with the query rounded to int8 per head as well
-                // (the CPU does): each element moves by at most half a step, max|q| / 254,
+                // A q8 key pool may score with the query rounded per head as well (the CPU
+                // does, to ±31 steps): each element moves by at most half a step, max|q| / 62,
                 // so the dot by at most that times Σ|k| (ReLU does not widen it).
-                quant += (w_eff[s * hi + j] as f64).abs() * q_amax[s * hi + j] / 254.0 * ksum;
+                let two_qmax = 2.0 * glint_quant::dot::INDEXER_QUERY_MAX as f64;
+                quant += (w_eff[s * hi + j] as f64).abs() * q_amax[s * hi + j] / two_qmax * ksum;
             }
             want.push((s, t, v, m, quant));
         }

@@ -12,7 +12,7 @@ use crate::error::{need, CoreError, Result};
 use crate::params::{AttnParams, IndexerParams};
 use glint_quant::dot::{
     axpy_rows_ordered_heads, dot_f32_ordered, dot_f32_ordered_grid, dot_f32_ordered_rows,
-    indexer_scores_i8, quantize_indexer_query, relu_weighted_sums8,
+    indexer_scores_i8, relu_weighted_sums8, IndexerQuery, INDEXER_MAX_DIM,
 };
 
 /// Few query rows (decode): run rows in turn and split a row's heads over the pool; many
@@ -84,8 +84,8 @@ thread_local! {
     static TOPK: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
     /// One decoded key row (indexer keys in an f16/fp8 pool).
     static ROW: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-    /// A token's indexer query quantized for q8 keys: codes and per-head coefficients.
-    static QUERY: Cell<(Vec<i16>, Vec<f32>)> = const { Cell::new((Vec::new(), Vec::new())) };
+    /// A token's indexer query quantized for q8 keys.
+    static QUERY: Cell<IndexerQuery> = const { Cell::new(IndexerQuery::new()) };
 }
 
 /// Sizes this thread's attention scratch for steps up to `s`.
@@ -523,11 +523,14 @@ fn q8_scores(
     across: bool,
     row: &mut [f32],
 ) -> Result<()> {
-    let hi = ws.len();
-    let (mut qc, mut coef) = QUERY.take();
-    qc.resize(hi * d, 0);
-    coef.resize(hi, 0.0);
-    quantize_indexer_query(qs, ws, d, &mut qc, &mut coef);
+    if d > INDEXER_MAX_DIM {
+        return Err(CoreError::Param {
+            op: "indexer_scores",
+            msg: format!("q8 indexer keys take heads up to {INDEXER_MAX_DIM} wide, not {d}"),
+        });
+    }
+    let mut query = QUERY.take();
+    query.quantize(qs, ws, d);
     // Keys `first..first + r.len()`, one run per block they touch (a block's rows are
     // consecutive in the pool).
     let scan = |first: usize, r: &mut [f32]| -> Result<()> {
@@ -551,19 +554,19 @@ fn q8_scores(
                     })
                 }
             };
-            indexer_scores_i8(&qc, &coef, d, k, s, &mut r[done..done + len]);
+            indexer_scores_i8(&query, k, s, &mut r[done..done + len]);
             done += len;
         }
         Ok(())
     };
-    let res = if inner_par(across, hi * row.len() * d) {
+    let res = if inner_par(across, ws.len() * row.len() * d) {
         row.par_chunks_mut(64)
             .enumerate()
             .try_for_each(|(c, r)| scan(c * 64, r))
     } else {
         scan(0, row)
     };
-    QUERY.set((qc, coef));
+    QUERY.set(query);
     res
 }
 

@@ -58,7 +58,7 @@ pub use f32_order::{
     axpy_rows_ordered, axpy_rows_ordered_heads, dot_f32_ordered, dot_f32_ordered_grid,
     dot_f32_ordered_rows, relu_weighted_sums8,
 };
-pub use indexer_i8::{indexer_scores_i8, quantize_indexer_query};
+pub use indexer_i8::{indexer_scores_i8, IndexerQuery, INDEXER_MAX_DIM, INDEXER_QUERY_MAX};
 
 /// Iterates the blocks of a weight row and its activation row in lock step. Blocks are read
 /// unaligned by value so callers may pass any byte slice (mmap row offsets are not aligned).
