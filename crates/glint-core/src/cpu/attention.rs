@@ -82,7 +82,7 @@ thread_local! {
     static KEYS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static SCORES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static TOPK: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
-    /// One decoded key row (indexer keys in an f16/fp8 pool).
+    /// Eight decoded key rows (indexer keys in an f16/bf16/fp8 pool).
     static ROW: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     /// A token's indexer query quantized for q8 keys.
     static QUERY: Cell<IndexerQuery> = const { Cell::new(IndexerQuery::new()) };
@@ -98,7 +98,7 @@ pub(crate) fn reserve_scratch(s: &crate::params::StepSizes) {
         slot.set(v);
     };
     grow(&KEYS, s.max_gathered_keys * s.max_key_row);
-    grow(&ROW, s.max_key_row);
+    grow(&ROW, 8 * s.max_key_row);
     grow(&SCORES, s.max_heads * s.kv_capacity);
     let mut t = TOPK.take();
     t.reserve(s.kv_capacity);
@@ -471,16 +471,31 @@ pub(crate) fn indexer_scores(
                 }
                 return Ok(());
             }
-            with_scratch(&ROW, d, |tmp| {
-                for (i, ri) in r.iter_mut().enumerate() {
-                    let t = first + i;
-                    let b = *table.get(t / bs).ok_or(CoreError::Index {
-                        op: "indexer_scores",
-                        index: t,
-                        limit: table.len() * bs,
-                    })? as usize;
-                    let rr = b.saturating_mul(bs) + t % bs;
-                    *ri = score(keys.row("indexer_scores", rr, &mut tmp[..d])?);
+            let pool_row = |t: usize| -> Result<usize> {
+                let b = *table.get(t / bs).ok_or(CoreError::Index {
+                    op: "indexer_scores",
+                    index: t,
+                    limit: table.len() * bs,
+                })? as usize;
+                Ok(b.saturating_mul(bs) + t % bs)
+            };
+            // Eight keys at a time decoded into a tile, then the same grid and head sums as the
+            // f32 run above (the bits of `score`); row by row for more than 64 heads.
+            with_scratch(&ROW, 8 * d, |tile| {
+                if hi > 64 {
+                    for (i, ri) in r.iter_mut().enumerate() {
+                        let row = pool_row(first + i)?;
+                        *ri = score(keys.row("indexer_scores", row, &mut tile[..d])?);
+                    }
+                    return Ok(());
+                }
+                let mut dots = [0f32; 64 * 8];
+                for (c, rc) in r.chunks_mut(8).enumerate() {
+                    for (i, kt) in tile.chunks_exact_mut(d).take(rc.len()).enumerate() {
+                        keys.read_row("indexer_scores", pool_row(first + 8 * c + i)?, kt)?;
+                    }
+                    dot_f32_ordered_grid(qs, &tile[..rc.len() * d], d, &mut dots, 8);
+                    relu_weighted_sums8(&dots, ws, rc);
                 }
                 Ok(())
             })

@@ -1,6 +1,7 @@
 //! The CPU's paged cache pool: rows stored as f32, f16, bf16, fp8 or q8 (+ a scale per row),
 //! read back as f32 rows by attention and the indexer (whose scan reads q8 rows as they are).
 
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use crate::cache_type::{f32_to_fp8, f32_to_q8, fp8_to_f32, q8_scale, CacheType, FP8_MAX};
@@ -130,14 +131,9 @@ impl CpuCache {
         let out = &mut out[..d];
         match &self.data {
             Data::F32(v) => out.copy_from_slice(&v[r * d..(r + 1) * d]),
-            Data::F16(v) => out
-                .iter_mut()
-                .zip(&v[r * d..(r + 1) * d])
-                .for_each(|(o, x)| *o = x.to_f32()),
-            Data::Bf16(v) => out
-                .iter_mut()
-                .zip(&v[r * d..(r + 1) * d])
-                .for_each(|(o, x)| *o = x.to_f32()),
+            // The slice conversions check the CPU's F16C once a row, not once a value.
+            Data::F16(v) => v[r * d..(r + 1) * d].convert_to_f32_slice(out),
+            Data::Bf16(v) => v[r * d..(r + 1) * d].convert_to_f32_slice(out),
             Data::Fp8 { codes, scales } => {
                 let s = scales[r];
                 out.iter_mut()
