@@ -158,14 +158,8 @@ impl CpuCache {
         let src = &src[..d];
         match &mut self.data {
             Data::F32(v) => v[r * d..(r + 1) * d].copy_from_slice(src),
-            Data::F16(v) => v[r * d..(r + 1) * d]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(o, &x)| *o = f16::from_f32(x)),
-            Data::Bf16(v) => v[r * d..(r + 1) * d]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(o, &x)| *o = bf16::from_f32(x)),
+            Data::F16(v) => v[r * d..(r + 1) * d].convert_from_f32_slice(src),
+            Data::Bf16(v) => v[r * d..(r + 1) * d].convert_from_f32_slice(src),
             Data::Fp8 { codes, scales } => {
                 // Over finite values: an inf saturates to ±448·scale instead of making the
                 // scale inf (which would turn every other value of the row into NaN).
