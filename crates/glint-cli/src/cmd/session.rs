@@ -11,7 +11,8 @@ pub struct SessionArgs {
     pub cache_type: CacheType,
     /// Element type of the indexer's keys alone, overriding the one `--cache-type` implies:
     /// f32, f16, fp8 or q8. q8 turns the CPU's scan over every cached key into integer
-    /// multiply-adds (about twice as fast at long context; docs/cache-types.md).
+    /// multiply-adds against the query in 6-bit codes (about three times f32 keys' speed at
+    /// long context, at the E4M3 precision DeepSeek's indexer is served at; docs/cache-types.md).
     #[arg(long, value_parser = parse_index_cache_type)]
     pub cache_type_index: Option<CacheType>,
     /// Tokens per forward step: a prompt runs in chunks of this size, bounding prefill memory
