@@ -20,8 +20,8 @@
 //! The float part is fixed: per key, for the heads in order, `acc += c_h · max(dot_h, 0)` (a
 //! multiply then an add from `acc = 0`), with `c_h = w_h · s_h` the head weight times the
 //! query scale, then `score = acc · k_scale`. The key's scale comes out of the ReLU because it
-//! is positive. A dot is at most 256 · 127 · 31 < 2²⁴ for heads up to [`INDEXER_MAX_DIM`] wide, so it
-//! converts to f32 exactly.
+//! is positive. A dot is at most 256 · 127 · 31 < 2²⁴ for heads up to [`INDEXER_MAX_DIM`]
+//! wide, so it converts to f32 exactly.
 
 use super::Isa;
 
