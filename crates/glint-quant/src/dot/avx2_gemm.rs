@@ -34,6 +34,7 @@ static Q4_K: Fmt = Fmt {
     decode: decode_row::<false>,
     kernel: tile_k4::<4, 8>,
     rows: 4,
+    piece: 0,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,

@@ -37,6 +37,7 @@ static Q4_K: Fmt = Fmt {
     decode: decode_row::<false>,
     kernel: tile_kernel::<4>,
     rows: 4,
+    piece: 0,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
@@ -61,6 +62,7 @@ static Q8_0: Fmt = Fmt {
     decode: decode_row_q8_0,
     kernel: tile_kernel_q8_0::<8, 34, 2>,
     rows: 8,
+    piece: 0,
 };
 /// The Q8_0-partner 32-element types on Q8_0's kernel, their rows decoded to int8 codes first.
 static Q5_0: Fmt = Fmt {
@@ -138,7 +140,12 @@ tile_entries!(
 /// One Q4_K (`Q5` false) or Q5_K row to element-order codes (`nb * 256` bytes) and per-block
 /// constants.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn decode_row<const Q5: bool>(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
+pub(super) unsafe fn decode_row<const Q5: bool>(
+    nb: usize,
+    x: *const u8,
+    codes: &mut [u8],
+    meta: &mut [i32],
+) {
     let (q5, bs) = (Q5, if Q5 { 176 } else { 144 });
     let m4 = _mm512_set1_epi8(0x0f);
     for b in 0..nb {
@@ -268,7 +275,7 @@ unsafe fn sums16(v: __m512i) -> [i32; 4] {
 
 /// One Q6_K row to element-order codes (0..63, `nb * 256` bytes) and per-block constants.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn decode_row_q6(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
+pub(super) unsafe fn decode_row_q6(nb: usize, x: *const u8, codes: &mut [u8], meta: &mut [i32]) {
     for b in 0..nb {
         let xb = x.add(b * 210);
         let sc = std::slice::from_raw_parts(xb.add(192) as *const i8, 16);

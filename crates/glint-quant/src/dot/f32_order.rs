@@ -148,7 +148,7 @@ pub fn dot_f32_ordered_grid(a: &[f32], b: &[f32], dim: usize, out: &mut [f32], s
         };
         let m4 = m / 4 * 4;
         let mut j = 0;
-        if super::isa() == Isa::Avx512 {
+        if super::isa().vector() == Isa::Avx512 {
             while j + 6 <= n {
                 for i in (0..m4).step_by(4) {
                     // SAFETY: AVX-512 F/DQ + FMA are present (AVX-512 family); rows i..i+4 of
@@ -317,7 +317,7 @@ pub fn axpy_rows_ordered_heads(
             count == 0 || vs.len() >= (count - 1) * stride + n,
             "axpy rows extents"
         );
-        if super::isa() == Isa::Avx512 && n.is_multiple_of(64) {
+        if super::isa().vector() == Isa::Avx512 && n.is_multiple_of(64) {
             while h + 4 <= heads {
                 let p = |k: usize| &ps[(h + k) * p_stride..(h + k) * p_stride + count];
                 let o = &mut os[h * n..(h + 4) * n];

@@ -20,8 +20,9 @@ pub const TOK: usize = 16;
 /// token tile passes over them).
 pub const ROW_TILE: usize = 16;
 /// Most rows a kernel computes together against one activation load (each format picks its
-/// own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill).
-pub const R: usize = 8;
+/// own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill; the AMX
+/// kernels take a whole row tile).
+pub const R: usize = 4 * ROW_TILE;
 /// Bytes of one Q8_K block (d, 256 quants, 16 bsums).
 pub const Q8K: usize = 292;
 /// Packed bytes of one token tile for one block: 64 dword vectors of `q + 128`, the 16 scales,
@@ -52,8 +53,23 @@ pub struct Fmt {
     pub pack: fn(nb: usize, lanes: &[&[u8]], tile: &mut [u8]),
     pub decode: unsafe fn(nb: usize, row: *const u8, codes: &mut [u8], meta: &mut [i32]),
     pub kernel: Kernel,
-    /// Rows the kernel computes together (at most [`R`]).
+    /// Rows the kernel computes together (at most [`R`]). A whole-tile kernel (`piece` > 0)
+    /// takes a multiple of [`ROW_TILE`] rows, and gets `codes[k]` for every `k` of each 16-row
+    /// group it has a row in (results of rows past the tile's end are dropped), null for the
+    /// groups past them.
     pub rows: usize,
+    /// 0: each row's codes are `codes` bytes back to back. Else the row tile's codes are
+    /// interleaved in pieces of this many bytes, piece `i` of row `r` at `(i · ROW_TILE + r) ·
+    /// piece` (what an AMX tile load reads as 16 rows at one stride); the decoder gets the
+    /// buffer from row `r`'s first piece on.
+    pub piece: usize,
+}
+
+impl Fmt {
+    /// Rows decoded together: [`ROW_TILE`], or a whole-tile kernel's rows (a multiple of it).
+    pub fn tile_rows(&self) -> usize {
+        self.rows.max(ROW_TILE)
+    }
 }
 
 pub type Kernel = unsafe fn(
@@ -68,9 +84,9 @@ pub type Kernel = unsafe fn(
 struct Scratch {
     /// Packed token tiles.
     act: Vec<Line>,
-    /// Decoded codes of a row tile: `ROW_TILE` rows of `nb * codes` bytes.
+    /// Decoded codes of a row tile: `tile_rows` rows of `nb * codes` bytes.
     codes: Vec<u64>,
-    /// Block constants of a row tile: `ROW_TILE` rows of `nb * meta` i32.
+    /// Block constants of a row tile: `tile_rows` rows of `nb * meta` i32.
     meta: Vec<i32>,
 }
 
@@ -93,8 +109,8 @@ pub fn reserve(fmts: &[&Fmt], n: usize, n_acts: usize) {
         for f in fmts {
             let nb = n.div_ceil(f.qk);
             line_bytes(&mut s.act, n_acts.div_ceil(TOK) * nb * f.packed);
-            grow(&mut s.codes, ROW_TILE * nb * f.codes);
-            let meta = ROW_TILE * nb * f.meta;
+            grow(&mut s.codes, f.tile_rows() * nb * f.codes);
+            let meta = f.tile_rows() * nb * f.meta;
             if s.meta.len() < meta {
                 s.meta.resize(meta, 0);
             }
@@ -198,16 +214,26 @@ fn run_in(
     let tile_bytes = nb * f.packed;
     assert!(packed.len() >= n_tiles * tile_bytes, "{ty} packed tiles");
     let (row_codes, row_meta) = (nb * f.codes, nb * f.meta);
-    grow(codes, ROW_TILE * row_codes);
-    if meta.len() < ROW_TILE * row_meta {
-        meta.resize(ROW_TILE * row_meta, 0);
+    let tile_rows = f.tile_rows();
+    grow(codes, tile_rows * row_codes);
+    if meta.len() < tile_rows * row_meta {
+        meta.resize(tile_rows * row_meta, 0);
     }
     let codes = bytemuck::cast_slice_mut::<u64, u8>(codes);
-    for r0 in (0..n_rows).step_by(ROW_TILE) {
-        let rows = ROW_TILE.min(n_rows - r0);
+    // Where row `r` of a row tile starts in the scratch (see `Fmt::piece`).
+    let row_start = |r: usize| match f.piece {
+        0 => r * row_codes,
+        piece => r / ROW_TILE * ROW_TILE * row_codes + r % ROW_TILE * piece,
+    };
+    let mut res = [[0f32; TOK]; R];
+    for r0 in (0..n_rows).step_by(tile_rows) {
+        let rows = tile_rows.min(n_rows - r0);
         for r in 0..rows {
             let row = &w[(r0 + r) * rb..(r0 + r + 1) * rb];
-            let c = &mut codes[r * row_codes..(r + 1) * row_codes];
+            let c = match f.piece {
+                0 => &mut codes[r * row_codes..(r + 1) * row_codes],
+                _ => &mut codes[row_start(r)..(r / ROW_TILE + 1) * ROW_TILE * row_codes],
+            };
             let m = &mut meta[r * row_meta..(r + 1) * row_meta];
             // SAFETY: `row` is nb blocks of `ty`, `c` and `m` hold nb blocks' worth; the
             // format's family is what selected this path.
@@ -217,7 +243,7 @@ fn run_in(
             if f.codes == 0 {
                 w[(r0 + r) * rb..].as_ptr()
             } else {
-                codes[r * row_codes..].as_ptr()
+                codes[row_start(r)..].as_ptr()
             }
         };
         for t in 0..n_tiles {
@@ -229,16 +255,25 @@ fn run_in(
                 if t == 0 {
                     // The next row tile's weights, a group at a time, so its decode finds
                     // them in cache instead of stalling on memory between compute bursts.
-                    let next = (r0 + ROW_TILE + r).min(n_rows);
+                    let next = (r0 + tile_rows + r).min(n_rows);
                     let end = (next + take).min(n_rows);
                     prefetch(&w[next * rb..end * rb]);
                 }
-                let mut res = [[0f32; TOK]; R];
-                let cp: [*const u8; R] = std::array::from_fn(|k| code_ptr(r + k.min(take - 1)));
-                let mp: [*const i32; R] =
-                    std::array::from_fn(|k| meta[(r + k.min(take - 1)) * row_meta..].as_ptr());
-                // SAFETY: every pointer covers nb blocks (rows past `take` repeat the last
-                // valid row, whose results are dropped); the tile holds nb packed blocks.
+                // Rows past `take` repeat the last valid row; a whole-tile kernel gets every
+                // row of the 16-row groups it has rows in (the scratch's rows past this tile's
+                // end, results dropped) and null for the groups past them.
+                let row_at = |k: usize| match f.piece {
+                    0 => (k < f.rows).then(|| r + k.min(take - 1)),
+                    _ => (k < take.next_multiple_of(ROW_TILE)).then_some(r + k),
+                };
+                let cp: [*const u8; R] =
+                    std::array::from_fn(|k| row_at(k).map_or(std::ptr::null(), code_ptr));
+                let mp: [*const i32; R] = std::array::from_fn(|k| {
+                    row_at(k).map_or(std::ptr::null(), |r| meta[r * row_meta..].as_ptr())
+                });
+                // SAFETY: every non-null pointer covers nb blocks (the scratch holds the tile's
+                // rows, in whole 16-row groups); rows past `take` give results that are
+                // dropped; the tile holds nb packed blocks.
                 unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
                 out(r0 + r, t * TOK, &res[..take], valid);
                 r += take;

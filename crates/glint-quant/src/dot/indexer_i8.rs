@@ -119,7 +119,7 @@ pub fn indexer_scores_i8(query: &IndexerQuery, keys: &[i8], scales: &[f32], out:
     );
     let mut t = 0;
     #[cfg(target_arch = "x86_64")]
-    if super::isa() == Isa::Avx512 && dim.is_multiple_of(4) {
+    if super::isa().vector() == Isa::Avx512 && dim.is_multiple_of(4) {
         // SAFETY: the AVX-512 family implies F/BW/VNNI; extents checked above; the kernel
         // reads keys 0..n and writes out[0..n] only (masked tails).
         unsafe { avx512::scores(query, keys.as_ptr(), scales.as_ptr(), out.as_mut_ptr(), n) };

@@ -15,6 +15,8 @@
 
 mod act;
 #[cfg(target_arch = "x86_64")]
+mod amx_gemm;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_gemm;
@@ -162,6 +164,9 @@ pub enum Isa {
     Avx2,
     /// AVX-512 F/BW/VL/DQ with VNNI (`vpdpbusd`, `vpdpwssd`), plus BMI2.
     Avx512,
+    /// [`Isa::Avx512`] with the GEMM tiles of Q4_K, Q5_K, Q6_K and Q8_0 on AMX-INT8 (where the
+    /// CPU has it and the OS grants the tile registers); every other kernel is AVX-512's.
+    Amx,
 }
 
 impl Isa {
@@ -185,6 +190,8 @@ impl Isa {
                     && is_x86_feature_detected!("avx512vnni")
                     && is_x86_feature_detected!("bmi2")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Amx => Isa::Avx512.available() && amx_gemm::available(),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -192,10 +199,18 @@ impl Isa {
 
     /// Every family this CPU can run, best last.
     pub fn all_available() -> Vec<Isa> {
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx]
             .into_iter()
             .filter(|i| i.available())
             .collect()
+    }
+
+    /// The family whose vector kernels this one runs: AMX only adds GEMM tiles to AVX-512.
+    pub fn vector(self) -> Isa {
+        match self {
+            Isa::Amx => Isa::Avx512,
+            other => other,
+        }
     }
 
     fn best() -> Isa {
@@ -204,7 +219,7 @@ impl Isa {
 }
 
 /// The kernel family used by [`vec_dot`] and the matmuls: the best the CPU has, unless the
-/// environment variable `GLINT_CPU_KERNEL=scalar|avx2|avx512` asks for another (so tests and
+/// environment variable `GLINT_CPU_KERNEL=scalar|avx2|avx512|amx` asks for another (so tests and
 /// benchmarks can cover each path on one machine). Chosen once per process.
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
@@ -217,10 +232,11 @@ pub fn isa() -> Isa {
             "scalar" => Isa::Scalar,
             "avx2" => Isa::Avx2,
             "avx512" => Isa::Avx512,
+            "amx" => Isa::Amx,
             other => {
                 tracing::warn!(
                     value = other,
-                    "GLINT_CPU_KERNEL not one of scalar|avx2|avx512; using {best:?}"
+                    "GLINT_CPU_KERNEL not one of scalar|avx2|avx512|amx; using {best:?}"
                 );
                 return best;
             }
@@ -293,10 +309,10 @@ pub fn kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let simd = match isa {
+        let simd = match isa.vector() {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::kernel(ty),
-            Isa::Avx512 => avx512::kernel(ty).or_else(|| avx2::kernel(ty)),
+            Isa::Avx512 | Isa::Amx => avx512::kernel(ty).or_else(|| avx2::kernel(ty)),
         };
         if simd.is_some() {
             return simd;
@@ -313,13 +329,13 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        match isa {
+        match isa.vector() {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::rows_kernel(ty),
             // AVX-512's own where it has one (each row the bits of this family's single-row
             // kernel, see `avx512::rows_kernel`); else AVX2's, only where the single-row kernel
             // is AVX2's too.
-            Isa::Avx512 => avx512::rows_kernel(ty).or_else(|| {
+            Isa::Avx512 | Isa::Amx => avx512::rows_kernel(ty).or_else(|| {
                 avx512::kernel(ty)
                     .is_none()
                     .then(|| avx2::rows_kernel(ty))
@@ -342,12 +358,12 @@ pub fn cols_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotColsFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        match isa {
+        match isa.vector() {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::cols_kernel(ty),
             // AVX2's only where AVX-512 falls back to the AVX2 single kernel, so both agree.
             Isa::Avx512 if avx512::kernel(ty).is_none() => avx2::cols_kernel(ty),
-            Isa::Avx512 => avx512::cols_kernel(ty),
+            Isa::Avx512 | Isa::Amx => avx512::cols_kernel(ty),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -366,6 +382,7 @@ pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
     #[cfg(target_arch = "x86_64")]
     {
         match isa {
+            Isa::Amx => amx_gemm::gemm_kernel(ty).or_else(|| avx512_gemm::gemm_kernel(ty)),
             Isa::Avx512 => avx512_gemm::gemm_kernel(ty),
             Isa::Avx2 => avx2_gemm::gemm_kernel(ty),
             Isa::Scalar => None,
@@ -384,6 +401,10 @@ pub fn gemm_kernel_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
 pub fn reserve_gemm(n: usize, n_acts: usize) {
     #[cfg(target_arch = "x86_64")]
     match isa() {
+        Isa::Amx => {
+            amx_gemm::reserve(n, n_acts);
+            avx512_gemm::reserve(n, n_acts)
+        }
         Isa::Avx512 => avx512_gemm::reserve(n, n_acts),
         Isa::Avx2 => avx2_gemm::reserve(n, n_acts),
         Isa::Scalar => {}
@@ -397,6 +418,7 @@ pub fn reserve_gemm(n: usize, n_acts: usize) {
 pub fn gemm_max_tile_bytes(n: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     match isa() {
+        Isa::Amx => amx_gemm::max_tile_bytes(n).max(avx512_gemm::max_tile_bytes(n)),
         Isa::Avx512 => avx512_gemm::max_tile_bytes(n),
         Isa::Avx2 => avx2_gemm::max_tile_bytes(n),
         Isa::Scalar => 0,
@@ -417,6 +439,7 @@ pub fn gemm_kernel(ty: GgmlType) -> Option<GemmFn> {
 pub fn gemm_parts(ty: GgmlType) -> Option<GemmParts> {
     #[cfg(target_arch = "x86_64")]
     match isa() {
+        Isa::Amx => amx_gemm::gemm_parts(ty).or_else(|| avx512_gemm::gemm_parts(ty)),
         Isa::Avx512 => avx512_gemm::gemm_parts(ty),
         Isa::Avx2 => avx2_gemm::gemm_parts(ty),
         Isa::Scalar => None,
@@ -442,10 +465,10 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
 pub fn has_simd_kernel(ty: GgmlType, isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        match isa {
+        match isa.vector() {
             Isa::Scalar => false,
             Isa::Avx2 => avx2::kernel(ty).is_some(),
-            Isa::Avx512 => avx512::kernel(ty).is_some() || avx2::kernel(ty).is_some(),
+            Isa::Avx512 | Isa::Amx => avx512::kernel(ty).is_some() || avx2::kernel(ty).is_some(),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
