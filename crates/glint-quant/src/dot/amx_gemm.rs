@@ -147,6 +147,7 @@ static Q4_K: Fmt = Fmt {
     kernel: kernel_k4,
     rows: GROUPS * ROW_TILE,
     piece: PIECE,
+    pair: Some(kernel_k4_2),
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
@@ -157,6 +158,7 @@ static Q6_K: Fmt = Fmt {
     ty: GgmlType::Q6_K,
     decode: decode_split_q6k,
     kernel: kernel_q6,
+    pair: Some(kernel_q6_2),
     ..Q4_K
 };
 static Q8_0: Fmt = Fmt {
@@ -171,6 +173,7 @@ static Q8_0: Fmt = Fmt {
     kernel: kernel_q8_0,
     rows: GROUPS * ROW_TILE,
     piece: 32,
+    pair: None,
 };
 
 tile_entries!(Q4_K => Q4_K, Q5_K => Q5_K, Q6_K => Q6_K, Q8_0 => Q8_0);
@@ -308,6 +311,71 @@ unsafe fn split_sums(codes: *const u8, b: usize, ab: *const u8, lo: &mut Sums, h
     );
 }
 
+/// [`split_sums`] against two token tiles' packed blocks at once (`ab`, and `ab1` for the
+/// second: sums `lo1`, `hi1`): four independent chains of products, each weight tile loaded
+/// once for both.
+#[inline(always)]
+unsafe fn split_sums2(
+    codes: *const u8,
+    b: usize,
+    ab: *const u8,
+    ab1: *const u8,
+    s: [&mut Sums; 4],
+) {
+    let [lo, hi, lo1, hi1] = s;
+    asm!(
+        "tilezero tmm4",
+        "tilezero tmm5",
+        "tilezero tmm6",
+        "tilezero tmm7",
+        "tileloadd tmm0, [{a} + {s}*1]",
+        "tileloadd tmm1, [{a} + {s}*1 + 4*1024]",
+        "tileloadd tmm2, [{t} + {s}*1]",
+        "tileloadd tmm3, [{u} + {s}*1]",
+        "tdpbsud tmm4, tmm0, tmm2",
+        "tdpbsud tmm5, tmm1, tmm2",
+        "tdpbsud tmm6, tmm0, tmm3",
+        "tdpbsud tmm7, tmm1, tmm3",
+        "tileloadd tmm0, [{a} + {s}*1 + 1024]",
+        "tileloadd tmm1, [{a} + {s}*1 + 5*1024]",
+        "tileloadd tmm2, [{t} + {s}*1 + 1024]",
+        "tileloadd tmm3, [{u} + {s}*1 + 1024]",
+        "tdpbsud tmm4, tmm0, tmm2",
+        "tdpbsud tmm5, tmm1, tmm2",
+        "tdpbsud tmm6, tmm0, tmm3",
+        "tdpbsud tmm7, tmm1, tmm3",
+        "tileloadd tmm0, [{a} + {s}*1 + 2*1024]",
+        "tileloadd tmm1, [{a} + {s}*1 + 6*1024]",
+        "tileloadd tmm2, [{t} + {s}*1 + 2048]",
+        "tileloadd tmm3, [{u} + {s}*1 + 2048]",
+        "tdpbsud tmm4, tmm0, tmm2",
+        "tdpbsud tmm5, tmm1, tmm2",
+        "tdpbsud tmm6, tmm0, tmm3",
+        "tdpbsud tmm7, tmm1, tmm3",
+        "tileloadd tmm0, [{a} + {s}*1 + 3*1024]",
+        "tileloadd tmm1, [{a} + {s}*1 + 7*1024]",
+        "tileloadd tmm2, [{t} + {s}*1 + 3072]",
+        "tileloadd tmm3, [{u} + {s}*1 + 3072]",
+        "tdpbsud tmm4, tmm0, tmm2",
+        "tdpbsud tmm5, tmm1, tmm2",
+        "tdpbsud tmm6, tmm0, tmm3",
+        "tdpbsud tmm7, tmm1, tmm3",
+        "tilestored [{lo} + {s}*1], tmm4",
+        "tilestored [{hi} + {s}*1], tmm5",
+        "tilestored [{lo1} + {s}*1], tmm6",
+        "tilestored [{hi1} + {s}*1], tmm7",
+        a = in(reg) codes.add(b * 8 * STEP),
+        s = in(reg) 64usize,
+        t = in(reg) ab,
+        u = in(reg) ab1,
+        lo = in(reg) lo.0.as_mut_ptr(),
+        hi = in(reg) hi.0.as_mut_ptr(),
+        lo1 = in(reg) lo1.0.as_mut_ptr(),
+        hi1 = in(reg) hi1.0.as_mut_ptr(),
+        options(nostack),
+    );
+}
+
 /// Row `r`'s exact block sum from the split sums.
 #[inline(always)]
 unsafe fn joined(lo: &Sums, hi: &Sums, r: usize) -> __m512i {
@@ -416,6 +484,69 @@ unsafe fn post_q6(
         let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(25) as u32)), yd);
         *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), *acc);
     }
+}
+
+/// [`kernel_k`] over two token tiles (`tile` and the next, `nb` packed blocks on).
+#[inline(always)]
+unsafe fn kernel_k_pair(
+    nb: usize,
+    codes: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[[f32; TOK]; R]; 2],
+    post: KPost,
+) {
+    let ng = groups(&codes);
+    let mut sums: [Sums; 4] = std::array::from_fn(|_| Sums([[0; TOK]; ROW_TILE]));
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let tile1 = tile.add(nb * ACT_BLOCK);
+    tiles_on(&CONFIG_K);
+    for b in 0..nb {
+        let ab = [tile.add(b * ACT_BLOCK), tile1.add(b * ACT_BLOCK)];
+        for g in 0..ng {
+            let rows = g * ROW_TILE..(g + 1) * ROW_TILE;
+            let [lo, hi, lo1, hi1] = &mut sums;
+            split_sums2(codes[rows.start], b, ab[0], ab[1], [lo, hi, lo1, hi1]);
+            let [acc0, acc1] = &mut acc;
+            post(
+                b,
+                ab[0],
+                &meta[rows.clone()],
+                lo,
+                hi,
+                &mut acc0[rows.clone()],
+            );
+            post(b, ab[1], &meta[rows.clone()], lo1, hi1, &mut acc1[rows]);
+        }
+    }
+    tiles_off();
+    for (out, acc) in out.iter_mut().zip(acc) {
+        for (o, a) in out.iter_mut().zip(acc).take(ng * ROW_TILE) {
+            _mm512_storeu_ps(o.as_mut_ptr(), a);
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn kernel_k4_2(
+    nb: usize,
+    codes: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[[f32; TOK]; R]; 2],
+) {
+    kernel_k_pair(nb, codes, meta, tile, out, post_k4)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn kernel_q6_2(
+    nb: usize,
+    codes: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[[f32; TOK]; R]; 2],
+) {
+    kernel_k_pair(nb, codes, meta, tile, out, post_q6)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]

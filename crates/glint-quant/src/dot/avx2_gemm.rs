@@ -35,6 +35,7 @@ static Q4_K: Fmt = Fmt {
     kernel: tile_k4::<4, 8>,
     rows: 4,
     piece: 0,
+    pair: None,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,

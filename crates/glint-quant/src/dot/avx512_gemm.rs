@@ -38,6 +38,7 @@ static Q4_K: Fmt = Fmt {
     kernel: tile_kernel::<4>,
     rows: 4,
     piece: 0,
+    pair: None,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
@@ -63,6 +64,7 @@ static Q8_0: Fmt = Fmt {
     kernel: tile_kernel_q8_0::<8, 34, 2>,
     rows: 8,
     piece: 0,
+    pair: None,
 };
 /// The Q8_0-partner 32-element types on Q8_0's kernel, their rows decoded to int8 codes first.
 static Q5_0: Fmt = Fmt {

@@ -63,6 +63,9 @@ pub struct Fmt {
     /// piece` (what an AMX tile load reads as 16 rows at one stride); the decoder gets the
     /// buffer from row `r`'s first piece on.
     pub piece: usize,
+    /// A whole-tile kernel over two token tiles at once, which the driver takes wherever two
+    /// are left.
+    pub pair: Option<Kernel2>,
 }
 
 impl Fmt {
@@ -78,6 +81,16 @@ pub type Kernel = unsafe fn(
     meta: [*const i32; R],
     tile: *const u8,
     out: &mut [[f32; TOK]; R],
+);
+
+/// [`Kernel`] over the token tile at `tile` and the next one (`nb` packed blocks on), their
+/// results in `out[0]` and `out[1]`.
+pub type Kernel2 = unsafe fn(
+    nb: usize,
+    codes: [*const u8; R],
+    meta: [*const i32; R],
+    tile: *const u8,
+    out: &mut [[[f32; TOK]; R]; 2],
 );
 
 #[derive(Default)]
@@ -226,6 +239,7 @@ fn run_in(
         piece => r / ROW_TILE * ROW_TILE * row_codes + r % ROW_TILE * piece,
     };
     let mut res = [[0f32; TOK]; R];
+    let mut res2 = [[[0f32; TOK]; R]; 2];
     for r0 in (0..n_rows).step_by(tile_rows) {
         let rows = tile_rows.min(n_rows - r0);
         for r in 0..rows {
@@ -246,9 +260,12 @@ fn run_in(
                 codes[row_start(r)..].as_ptr()
             }
         };
-        for t in 0..n_tiles {
-            let tile = &packed[t * tile_bytes..(t + 1) * tile_bytes];
-            let valid = TOK.min(n_acts - t * TOK);
+        let mut t = 0;
+        while t < n_tiles {
+            let pair = f.pair.filter(|_| t + 1 < n_tiles);
+            let tiles = 1 + pair.is_some() as usize;
+            let tile = &packed[t * tile_bytes..(t + tiles) * tile_bytes];
+            let valid = |t: usize| TOK.min(n_acts - t * TOK);
             let mut r = 0;
             while r < rows {
                 let take = f.rows.min(rows - r);
@@ -273,11 +290,21 @@ fn run_in(
                 });
                 // SAFETY: every non-null pointer covers nb blocks (the scratch holds the tile's
                 // rows, in whole 16-row groups); rows past `take` give results that are
-                // dropped; the tile holds nb packed blocks.
-                unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
-                out(r0 + r, t * TOK, &res[..take], valid);
+                // dropped; `tile` holds nb packed blocks a token tile.
+                match pair {
+                    Some(k2) => {
+                        unsafe { k2(nb, cp, mp, tile.as_ptr(), &mut res2) };
+                        out(r0 + r, t * TOK, &res2[0][..take], valid(t));
+                        out(r0 + r, (t + 1) * TOK, &res2[1][..take], valid(t + 1));
+                    }
+                    None => {
+                        unsafe { (f.kernel)(nb, cp, mp, tile.as_ptr(), &mut res) };
+                        out(r0 + r, t * TOK, &res[..take], valid(t));
+                    }
+                }
                 r += take;
             }
+            t += tiles;
         }
     }
 }
