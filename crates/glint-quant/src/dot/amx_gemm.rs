@@ -182,11 +182,13 @@ tile_entries!(Q4_K => Q4_K, Q5_K => Q5_K, Q6_K => Q6_K, Q8_0 => Q8_0);
 /// `SUB · j ..`, each `32 / SUB` lanes of the even (and of the odd) bytes.
 #[inline(always)]
 unsafe fn lane_scales<const SUB: usize>(meta: *const i32, j: usize) -> __m512i {
-    let mut s = [0i16; 32];
-    for (l, v) in s.iter_mut().enumerate() {
-        *v = *meta.add(SUB * j + l / (32 / SUB)) as i16;
+    let lanes = 32 / SUB;
+    let mut v = _mm512_set1_epi16(*meta.add(SUB * j) as i16);
+    for k in 1..SUB {
+        let mask = (((1u64 << lanes) - 1) << (k * lanes)) as u32;
+        v = _mm512_mask_mov_epi16(v, mask, _mm512_set1_epi16(*meta.add(SUB * j + k) as i16));
     }
-    _mm512_loadu_si512(s.as_ptr() as *const _)
+    v
 }
 
 /// The 64 codes `v` times their lanes' `scales`, split into low bytes (0..127) and high bytes
