@@ -148,6 +148,16 @@ impl<'a> PageView<'a> {
     }
 }
 
+/// The pool row holding logical key `t` of the sequence whose block table is `table`.
+fn pool_row(op: &'static str, table: &[u32], bs: usize, t: usize) -> Result<usize> {
+    let b = *table.get(t / bs).ok_or(CoreError::Index {
+        op,
+        index: t,
+        limit: table.len() * bs,
+    })? as usize;
+    Ok(b.saturating_mul(bs) + t % bs)
+}
+
 /// Logical keys `0..nk` of a sequence as f32 rows: a slice of the pool when it is stored as
 /// f32 and its blocks are consecutive (a fresh pool hands them out in order), else gathered
 /// (and decoded) into `buf`.
@@ -240,15 +250,7 @@ fn selected_keys<'p>(
         buf.resize(visible * dk, 0.0);
     }
     let out = &mut buf[..visible * dk];
-    let row_of = |t: u32| -> Result<usize> {
-        let t = t as usize;
-        let b = *table.get(t / bs).ok_or(CoreError::Index {
-            op,
-            index: t,
-            limit: table.len() * bs,
-        })? as usize;
-        Ok(b.saturating_mul(bs) + t % bs)
-    };
+    let row_of = |t: u32| pool_row(op, table, bs, t as usize);
     let copy = |t: u32, out: &mut [f32]| pool.read_row(op, row_of(t)?, out);
     if par && visible == sel.len() {
         // Every selected key is visible (the indexer's choice past the selection size), so
@@ -471,20 +473,13 @@ pub(crate) fn indexer_scores(
                 }
                 return Ok(());
             }
-            let pool_row = |t: usize| -> Result<usize> {
-                let b = *table.get(t / bs).ok_or(CoreError::Index {
-                    op: "indexer_scores",
-                    index: t,
-                    limit: table.len() * bs,
-                })? as usize;
-                Ok(b.saturating_mul(bs) + t % bs)
-            };
+            let row_of = |t: usize| pool_row("indexer_scores", table, bs, t);
             // Eight keys at a time decoded into a tile, then the same grid and head sums as the
             // f32 run above (the bits of `score`); row by row for more than 64 heads.
             with_scratch(&ROW, 8 * d, |tile| {
                 if hi > 64 {
                     for (i, ri) in r.iter_mut().enumerate() {
-                        let row = pool_row(first + i)?;
+                        let row = row_of(first + i)?;
                         *ri = score(keys.row("indexer_scores", row, &mut tile[..d])?);
                     }
                     return Ok(());
@@ -492,7 +487,7 @@ pub(crate) fn indexer_scores(
                 let mut dots = [0f32; 64 * 8];
                 for (c, rc) in r.chunks_mut(8).enumerate() {
                     for (i, kt) in tile.chunks_exact_mut(d).take(rc.len()).enumerate() {
-                        keys.read_row("indexer_scores", pool_row(first + 8 * c + i)?, kt)?;
+                        keys.read_row("indexer_scores", row_of(first + 8 * c + i)?, kt)?;
                     }
                     dot_f32_ordered_grid(qs, &tile[..rc.len() * d], d, &mut dots, 8);
                     relu_weighted_sums8(&dots, ws, rc);
@@ -553,12 +548,7 @@ fn q8_scores(
         while done < r.len() {
             let t = first + done;
             let len = (bs - t % bs).min(r.len() - done);
-            let b = *table.get(t / bs).ok_or(CoreError::Index {
-                op: "indexer_scores",
-                index: t,
-                limit: table.len() * bs,
-            })? as usize;
-            let r0 = b.saturating_mul(bs) + t % bs;
+            let r0 = pool_row("indexer_scores", table, bs, t)?;
             let (k, s) = match (codes.get(r0 * d..(r0 + len) * d), kscales.get(r0..r0 + len)) {
                 (Some(k), Some(s)) => (k, s),
                 _ => {
