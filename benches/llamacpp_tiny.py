@@ -10,19 +10,40 @@ prefill of the same prompt runs first.
 
     target/release/glint tokenize -m MODEL -p "$P" > /tmp/ids.txt
     /tmp/llvenv/bin/python benches/llamacpp_tiny.py MODEL /tmp/ids.txt 256
+
+LLAMACPP_EXTRA_BUFTS=0 loads the weights without llama.cpp's extra CPU buffer types (its
+repacked GEMM layouts and, in an AMX build, the AMX one): "repack off".
 """
 
 import sys
 import time
 
+import os
+
 import numpy as np
+import llama_cpp
 from llama_cpp import Llama
 
 GGML_TYPE_F32 = 0
 
 
+def without_extra_bufts() -> None:
+    # Llama() takes its model parameters from this function and has no argument for the field.
+    default = llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    llama_cpp.llama_model_default_params = params
+    llama_cpp.llama.llama_cpp.llama_model_default_params = params
+
+
 def main() -> None:
     path, ids_file, n_new = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if os.environ.get("LLAMACPP_EXTRA_BUFTS") == "0":
+        without_extra_bufts()
     ids = [int(t) for t in open(ids_file).read().strip().split(",") if t]
     m = Llama(path, n_ctx=len(ids) + n_new + 8, n_threads=2, n_threads_batch=2,
               n_batch=4096, n_ubatch=4096, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,

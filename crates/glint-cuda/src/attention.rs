@@ -89,8 +89,9 @@ const TOPK_HIST_BINS: usize = 1 << TOPK_HIST_BITS;
 
 /// Whether a row the cluster top-k takes has its first radix level counted by the tensor-core
 /// scores kernel (`top_k_rows_ch`: two passes over the keys where `top_k_rows_c` makes four;
-/// the same set and order). Opt-in, `GLINT_CUDA_TOPK_HIST=1`, until a GPU has run its tests
-/// (written in a session whose device tries found no machine; docs/cuda.md).
+/// the same set and order). Opt-in, `GLINT_CUDA_TOPK_HIST=1`: on an H100 its tests pass and
+/// decode at 16k and 64k is 2-3% slower with it (the scores' atomics cost more than the two
+/// passes save; docs/performance.md, call BN).
 fn topk_hist_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("GLINT_CUDA_TOPK_HIST").is_ok_and(|v| v == "1"))

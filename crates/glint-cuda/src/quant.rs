@@ -213,10 +213,9 @@ const MV_TILE_TOKS: usize = 32;
 const MV_TILE_SMEM: usize = 2 * (MV_TILE_ROWS + MV_TILE_TOKS) * 32 * 16;
 
 /// Whether the wide F32 products take `matvec_tile_f32x4` (each block's rows and tokens staged
-/// in shared memory) or `matvec_wide_f32x4` (the same bits). Opt-in, `GLINT_CUDA_F32_TILE=1`,
-/// until a GPU has run its tests (written in a session whose device tries found no machine;
-/// docs/cuda.md). Read at each launch (a prompt's few F32 products), so a test can compare the
-/// two kernels in one process.
+/// in shared memory) or `matvec_wide_f32x4` (the same bits). Opt-in, `GLINT_CUDA_F32_TILE=1`:
+/// on an H100 it gave pp512 no gain (docs/performance.md, call BN). Read at each launch (a
+/// prompt's few F32 products), so a test can compare the two kernels in one process.
 fn f32_tiles() -> bool {
     std::env::var("GLINT_CUDA_F32_TILE").is_ok_and(|v| v == "1")
 }
