@@ -292,9 +292,9 @@ fn cols_kernels_equal_single_token_bits() {
 
 /// A GEMM tile gives each (row, token) bit for bit what the single kernel of its family gives
 /// that pair alone, exactly once, for row and token counts that leave partial tiles (16 token
-/// lanes, 4-row groups, 16-row tiles, AMX's 64-row tiles of 16-row groups), odd block counts
-/// and activations with Q8_K's -128. On an AMX machine the `Amx` family's tiles are checked
-/// beside `Avx512`'s VNNI tiles.
+/// lanes, 4-row groups, 16-row tiles, AMX's 64-row tiles of 16-row groups and pairs of token
+/// tiles), odd block counts and activations with Q8_K's -128. On an AMX machine the `Amx`
+/// family's tiles are checked beside `Avx512`'s VNNI tiles.
 #[test]
 fn gemm_kernels_equal_single_bits() {
     let mut covered = 0;
@@ -313,8 +313,11 @@ fn gemm_kernels_equal_single_bits() {
                 (37, 4, 2),
                 // Past a four-block pass of the one-token kernels, and its remainder.
                 (6, 20, 5),
-                // Past a 64-row AMX tile: a second tile of one 16-row group, partly filled.
-                (70, 17, 2),
+                // AMX (from 48 activations; fewer run the VNNI tiles): past a 64-row tile, a
+                // second tile of one 16-row group, partly filled; token tiles in pairs and
+                // one alone, the last partly filled.
+                (70, 50, 2),
+                (37, 65, 1),
             ] {
                 let n = ty.block_size() * blocks;
                 let mut rng = Rng::new((ty as u64) << 16 | (rows * 64 + n_acts) as u64);

@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 
 use glint_gguf::GgmlType;
 
-use super::avx512_gemm::{decode_row, decode_row_q6};
+use super::avx512_gemm::{self as vnni, decode_row, decode_row_q6};
 use super::gemm_tile::*;
 use super::x86_util::f16_at;
 
@@ -135,6 +135,11 @@ const PIECE: usize = 64;
 /// Bytes from one piece of a row tile to the next.
 const STEP: usize = ROW_TILE * PIECE;
 
+// Below `fallback`'s count a product runs the VNNI tile (same packing, same bits): with few
+// token tiles to share it, the split decode costs more than the tile unit saves. One thread,
+// 2048 × 6144, G MAC/s VNNI / AMX (`GLINT_BENCH_BATCH=16,32,48,64 cargo bench --bench quant`):
+// Q4_K 95 / 61 at 16 tokens, 115 / 106 at 32, 127 / 136 at 48, 130 / 162 at 64; Q6_K 91 / 101
+// at 32; Q8_0 68 / 74 at 16.
 static Q4_K: Fmt = Fmt {
     ty: GgmlType::Q4_K,
     qk: 256,
@@ -148,10 +153,12 @@ static Q4_K: Fmt = Fmt {
     rows: GROUPS * ROW_TILE,
     piece: PIECE,
     pair: Some(kernel_k4_2),
+    fallback: Some((&vnni::Q4_K, 48)),
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
     decode: decode_split_q5k,
+    fallback: Some((&vnni::Q5_K, 48)),
     ..Q4_K
 };
 static Q6_K: Fmt = Fmt {
@@ -159,6 +166,7 @@ static Q6_K: Fmt = Fmt {
     decode: decode_split_q6k,
     kernel: kernel_q6,
     pair: Some(kernel_q6_2),
+    fallback: Some((&vnni::Q6_K, 32)),
     ..Q4_K
 };
 static Q8_0: Fmt = Fmt {
@@ -174,6 +182,7 @@ static Q8_0: Fmt = Fmt {
     rows: GROUPS * ROW_TILE,
     piece: 32,
     pair: None,
+    fallback: Some((&vnni::Q8_0, 16)),
 };
 
 tile_entries!(Q4_K => Q4_K, Q5_K => Q5_K, Q6_K => Q6_K, Q8_0 => Q8_0);

@@ -36,6 +36,7 @@ static Q4_K: Fmt = Fmt {
     rows: 4,
     piece: 0,
     pair: None,
+    fallback: None,
 };
 static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,

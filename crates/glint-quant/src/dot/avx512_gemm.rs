@@ -26,7 +26,7 @@ use super::avx512_gemm_signed::{decode_iq1_s, decode_signed, tile_kernel_signed,
 use super::gemm_tile::*;
 use super::x86_util::*;
 
-static Q4_K: Fmt = Fmt {
+pub(super) static Q4_K: Fmt = Fmt {
     ty: GgmlType::Q4_K,
     qk: 256,
     act_block: Q8K,
@@ -39,20 +39,21 @@ static Q4_K: Fmt = Fmt {
     rows: 4,
     piece: 0,
     pair: None,
+    fallback: None,
 };
-static Q5_K: Fmt = Fmt {
+pub(super) static Q5_K: Fmt = Fmt {
     ty: GgmlType::Q5_K,
     decode: decode_row::<true>,
     ..Q4_K
 };
-static Q6_K: Fmt = Fmt {
+pub(super) static Q6_K: Fmt = Fmt {
     ty: GgmlType::Q6_K,
     decode: decode_row_q6,
     kernel: tile_kernel_q6::<8>,
     rows: 8,
     ..Q4_K
 };
-static Q8_0: Fmt = Fmt {
+pub(super) static Q8_0: Fmt = Fmt {
     ty: GgmlType::Q8_0,
     qk: 32,
     act_block: 34,
@@ -65,6 +66,7 @@ static Q8_0: Fmt = Fmt {
     rows: 8,
     piece: 0,
     pair: None,
+    fallback: None,
 };
 /// The Q8_0-partner 32-element types on Q8_0's kernel, their rows decoded to int8 codes first.
 static Q5_0: Fmt = Fmt {

@@ -66,9 +66,21 @@ pub struct Fmt {
     /// A whole-tile kernel over two token tiles at once, which the driver takes wherever two
     /// are left.
     pub pair: Option<Kernel2>,
+    /// `(other, n)`: products of fewer than `n` activations run `other` instead, a format of
+    /// the same packed layout and the same bits whose row decode costs less where few token
+    /// tiles share it.
+    pub fallback: Option<(&'static Fmt, usize)>,
 }
 
 impl Fmt {
+    /// The format that runs a product of `n_acts` activations (see `fallback`).
+    fn for_acts(&self, n_acts: usize) -> &Fmt {
+        match self.fallback {
+            Some((other, min)) if n_acts < min => other,
+            _ => self,
+        }
+    }
+
     /// Rows decoded together: [`ROW_TILE`], or a whole-tile kernel's rows (a multiple of it).
     pub fn tile_rows(&self) -> usize {
         self.rows.max(ROW_TILE)
@@ -146,6 +158,7 @@ pub fn gemm<'a>(
     n_acts: usize,
     out: &mut GemmOut,
 ) {
+    let f = f.for_acts(n_acts);
     assert!(n.is_multiple_of(f.qk), "{} tile, n {n}", f.ty);
     let tile_bytes = n / f.qk * f.packed;
     let n_tiles = n_acts.div_ceil(TOK);
@@ -200,6 +213,7 @@ pub fn run(
     n_acts: usize,
     out: &mut GemmOut,
 ) {
+    let f = f.for_acts(n_acts);
     SCRATCH.with_borrow_mut(|s| {
         let Scratch { codes, meta, .. } = s;
         run_in(f, n, w, n_rows, packed, n_acts, codes, meta, out)
