@@ -538,48 +538,28 @@ unsafe fn kernel_k_pair(
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn kernel_k4_2(
-    nb: usize,
-    codes: [*const u8; R],
-    meta: [*const i32; R],
-    tile: *const u8,
-    out: &mut [[[f32; TOK]; R]; 2],
-) {
-    kernel_k_pair(nb, codes, meta, tile, out, post_k4)
+/// The k-quant kernels: a frame ([`kernel_k`], [`kernel_k_pair`]) with a format's float steps,
+/// compiled for AVX-512.
+macro_rules! k_kernels {
+    ($($name:ident = $frame:ident($post:ident) -> $out:ty;)+) => {$(
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+        unsafe fn $name(
+            nb: usize,
+            codes: [*const u8; R],
+            meta: [*const i32; R],
+            tile: *const u8,
+            out: &mut $out,
+        ) {
+            $frame(nb, codes, meta, tile, out, $post)
+        }
+    )+};
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn kernel_q6_2(
-    nb: usize,
-    codes: [*const u8; R],
-    meta: [*const i32; R],
-    tile: *const u8,
-    out: &mut [[[f32; TOK]; R]; 2],
-) {
-    kernel_k_pair(nb, codes, meta, tile, out, post_q6)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn kernel_k4(
-    nb: usize,
-    codes: [*const u8; R],
-    meta: [*const i32; R],
-    tile: *const u8,
-    out: &mut [[f32; TOK]; R],
-) {
-    kernel_k(nb, codes, meta, tile, out, post_k4)
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
-unsafe fn kernel_q6(
-    nb: usize,
-    codes: [*const u8; R],
-    meta: [*const i32; R],
-    tile: *const u8,
-    out: &mut [[f32; TOK]; R],
-) {
-    kernel_k(nb, codes, meta, tile, out, post_q6)
+k_kernels! {
+    kernel_k4 = kernel_k(post_k4) -> [[f32; TOK]; R];
+    kernel_q6 = kernel_k(post_q6) -> [[f32; TOK]; R];
+    kernel_k4_2 = kernel_k_pair(post_k4) -> [[[f32; TOK]; R]; 2];
+    kernel_q6_2 = kernel_k_pair(post_q6) -> [[[f32; TOK]; R]; 2];
 }
 
 /// Q8_0: one 32-deep tile product per block and group, two at a time in different tiles,
