@@ -44,6 +44,7 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
     let vbmi = available();
     Some(match ty {
         Q4_0 => q4_0_rows,
+        Q8_0 => q8_0_rows,
         Q6_K => q6_k_rows,
         IQ4_XS => iq4_xs_rows,
         Q2_K => q2_k_rows,
@@ -114,6 +115,15 @@ rows_entry!(
     q4_0_rows_impl::<4>,
     q4_0_rows_impl::<1>
 );
+rows_entry!(
+    q8_0_rows,
+    4,
+    32,
+    34,
+    34,
+    q8_0_rows_impl::<4>,
+    q8_0_rows_impl::<1>
+);
 rows_entry!(q3_k_rows, 2, 256, 110, 292, q3_k_pair_impl, q3_k_one);
 rows_entry!(q2_k_rows, 2, 256, 84, 292, q2_k_pair_impl, q2_k_one);
 safe_kernel!(q4_0, q4_0_impl, 32, 18, 34);
@@ -144,57 +154,68 @@ unsafe fn dot_i8(x: __m512i, y: __m512i) -> __m512i {
 /// token, several, the GEMM tiles of `avx512_gemm`) gives the reference's bits.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn q8_0_impl(nb: usize, x: *const u8, y: *const u8) -> f32 {
-    let mut sum = 0.0f32;
+    q8_0_rows_impl::<1>(nb, x, 0, y)[0]
+}
+
+/// [`q8_0_impl`] for `R` rows `rb` bytes apart, each row on its own running sum (its bits): the
+/// rows share the activation loads, and their sums' serial adds (four a round, in block order)
+/// overlap instead of one row waiting on each.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
+unsafe fn q8_0_rows_impl<const R: usize>(
+    nb: usize,
+    x: *const u8,
+    rb: usize,
+    y: *const u8,
+) -> [f32; R] {
+    let mut sum = [0.0f32; R];
     let mut i = 0;
-    let dot2 = |i: usize| {
-        let (xa, ya, xb, yb) = (
-            x.add(i * 34),
-            y.add(i * 34),
-            x.add(i * 34 + 34),
-            y.add(i * 34 + 34),
-        );
-        let qx = join(load256(xa.add(2)), load256(xb.add(2)));
-        let qy = join(load256(ya.add(2)), load256(yb.add(2)));
-        (dot_i8(qx, qy), [xa, ya, xb, yb])
-    };
+    let pair = |p: *const u8| join(load256(p.add(2)), load256(p.add(36)));
     // Four blocks a round: one shared reduction gives their four integer dots, then each term
     // is added in block order.
     while i + 4 <= nb {
-        prefetch_ahead(x.add(i * 34), 136);
-        let (p01, b01) = dot2(i);
-        let (p23, b23) = dot2(i + 2);
-        let v = _mm512_add_epi32(
-            _mm512_shuffle_i64x2(p01, p23, 0b10_00_10_00),
-            _mm512_shuffle_i64x2(p01, p23, 0b11_01_11_01),
-        );
-        let v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
-        let v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
-        let s4 = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
-            _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-            v,
-        ));
-        let d =
-            |[xa, ya, xb, yb]: [*const u8; 4]| (f16_at(xa) * f16_at(ya), f16_at(xb) * f16_at(yb));
-        let ((d0, d1), (d2, d3)) = (d(b01), d(b23));
-        let mut t = [0f32; 4];
-        _mm_storeu_ps(
-            t.as_mut_ptr(),
-            _mm_mul_ps(_mm_cvtepi32_ps(s4), _mm_setr_ps(d0, d1, d2, d3)),
-        );
-        sum = sum + t[0] + t[1] + t[2] + t[3];
+        let ya = y.add(i * 34);
+        let (qy01, qy23) = (pair(ya), pair(ya.add(68)));
+        let dy = [0, 1, 2, 3].map(|k| f16_at(ya.add(34 * k)));
+        for (r, sum) in sum.iter_mut().enumerate() {
+            let xa = x.add(r * rb + i * 34);
+            prefetch_rows::<R>(xa, rb, 136);
+            let p01 = dot_i8(pair(xa), qy01);
+            let p23 = dot_i8(pair(xa.add(68)), qy23);
+            let v = _mm512_add_epi32(
+                _mm512_shuffle_i64x2(p01, p23, 0b10_00_10_00),
+                _mm512_shuffle_i64x2(p01, p23, 0b11_01_11_01),
+            );
+            let v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+            let v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+            let s4 = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
+                _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                v,
+            ));
+            let d = [0, 1, 2, 3].map(|k| f16_at(xa.add(34 * k)) * dy[k]);
+            let mut t = [0f32; 4];
+            _mm_storeu_ps(
+                t.as_mut_ptr(),
+                _mm_mul_ps(_mm_cvtepi32_ps(s4), _mm_loadu_ps(d.as_ptr())),
+            );
+            *sum = *sum + t[0] + t[1] + t[2] + t[3];
+        }
         i += 4;
     }
-    if i + 2 <= nb {
-        let (p, b) = dot2(i);
-        sum = q8_0_fold(sum, p, b);
-        i += 2;
-    }
-    if i < nb {
-        sum += super::scalar_legacy::dot_q8_0(
-            32,
-            std::slice::from_raw_parts(x.add(i * 34), 34),
-            std::slice::from_raw_parts(y.add(i * 34), 34),
-        );
+    for (r, sum) in sum.iter_mut().enumerate() {
+        let (xr, mut j) = (x.add(r * rb), i);
+        if j + 2 <= nb {
+            let (xa, ya) = (xr.add(j * 34), y.add(j * 34));
+            let p = dot_i8(pair(xa), pair(ya));
+            *sum = q8_0_fold(*sum, p, [xa, ya, xa.add(34), ya.add(34)]);
+            j += 2;
+        }
+        if j < nb {
+            *sum += super::scalar_legacy::dot_q8_0(
+                32,
+                std::slice::from_raw_parts(xr.add(j * 34), 34),
+                std::slice::from_raw_parts(y.add(j * 34), 34),
+            );
+        }
     }
     sum
 }
