@@ -122,11 +122,6 @@ unsafe fn tiles_off() {
     asm!("tilerelease", options(nostack, nomem));
 }
 
-/// 16-row groups a kernel call takes against one token tile: each token slice is loaded from
-/// L2 or further once and met by all of them from L1 (a prompt's packed activations outgrow L2,
-/// so one group a call waited on them for every 16 rows).
-const GROUPS: usize = 4;
-
 /// Decoded bytes of one k-quant row-block: the 256 low bytes, then the 256 high bytes, in
 /// pieces of 64 (row tiles interleaved, `Fmt::piece`): a tile load reads one piece of the 16
 /// rows as 1 KiB in a row.
@@ -150,7 +145,7 @@ static Q4_K: Fmt = Fmt {
     pack: pack_tile::<0x8080_8080>,
     decode: decode_split_q4k,
     kernel: kernel_k4,
-    rows: GROUPS * ROW_TILE,
+    rows: MAX_ROWS,
     piece: PIECE,
     pair: Some(kernel_k4_2),
     fallback: Some((&vnni::Q4_K, 48)),
@@ -179,7 +174,7 @@ static Q8_0: Fmt = Fmt {
     pack: pack_tile_q8_0,
     decode: decode_q8_0,
     kernel: kernel_q8_0,
-    rows: GROUPS * ROW_TILE,
+    rows: MAX_ROWS,
     piece: 32,
     pair: None,
     fallback: Some((&vnni::Q8_0, 16)),
@@ -397,17 +392,17 @@ unsafe fn joined(lo: &Sums, hi: &Sums, r: usize) -> __m512i {
 
 /// The 16-row groups of a call (their first rows' pointers non-null).
 fn groups(codes: &[*const u8; R]) -> usize {
-    (0..GROUPS)
-        .take_while(|g| !codes[g * ROW_TILE].is_null())
-        .count()
+    (0..GROUPS).take_while(|&g| !codes[g].is_null()).count()
 }
 
 /// A k-quant block's post-processing: the float steps of one VNNI kernel for 16 rows, given
-/// the split sums of the group.
+/// the split sums of the group (`meta` its first row's block constants, rows `stride` i32
+/// apart).
 type KPost = unsafe fn(
     b: usize,
     ab: *const u8,
-    meta: &[*const i32],
+    meta: *const i32,
+    stride: usize,
     lo: &Sums,
     hi: &Sums,
     acc: &mut [__m512],
@@ -422,19 +417,19 @@ unsafe fn kernel_k(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
     post: KPost,
 ) {
     let ng = groups(&codes);
     let (mut lo, mut hi) = (Sums([[0; TOK]; ROW_TILE]), Sums([[0; TOK]; ROW_TILE]));
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [_mm512_setzero_ps(); MAX_ROWS];
     tiles_on(&CONFIG_K);
     for b in 0..nb {
         let ab = tile.add(b * ACT_BLOCK);
         for g in 0..ng {
             let rows = g * ROW_TILE..(g + 1) * ROW_TILE;
-            split_sums(codes[rows.start], b, ab, &mut lo, &mut hi);
-            post(b, ab, &meta[rows.clone()], &lo, &hi, &mut acc[rows]);
+            split_sums(codes[g], b, ab, &mut lo, &mut hi);
+            post(b, ab, meta[g], nb * META, &lo, &hi, &mut acc[rows]);
         }
     }
     tiles_off();
@@ -448,7 +443,8 @@ unsafe fn kernel_k(
 unsafe fn post_k4(
     b: usize,
     ab: *const u8,
-    meta: &[*const i32],
+    meta: *const i32,
+    stride: usize,
     lo: &Sums,
     hi: &Sums,
     acc: &mut [__m512],
@@ -457,7 +453,7 @@ unsafe fn post_k4(
         std::array::from_fn(|p| _mm512_loadu_si512(ab.add(BS32_AT + 64 * p) as *const _));
     let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
     for (r, acc) in acc.iter_mut().enumerate() {
-        let mb = meta[r].add(b * META);
+        let mb = meta.add(r * stride + b * META);
         let mut m = _mm512_setzero_si512();
         for (p, &bs) in bsum.iter().enumerate() {
             m = _mm512_dpwssd_epi32(m, bs, _mm512_set1_epi32(*mb.add(8 + p)));
@@ -476,7 +472,8 @@ unsafe fn post_k4(
 unsafe fn post_q6(
     b: usize,
     ab: *const u8,
-    meta: &[*const i32],
+    meta: *const i32,
+    stride: usize,
     lo: &Sums,
     hi: &Sums,
     acc: &mut [__m512],
@@ -485,7 +482,7 @@ unsafe fn post_q6(
         std::array::from_fn(|p| _mm512_loadu_si512(ab.add(BS16_AT + 64 * p) as *const _));
     let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
     for (r, acc) in acc.iter_mut().enumerate() {
-        let mb = meta[r].add(b * META);
+        let mb = meta.add(r * stride + b * META);
         let mut bias = _mm512_setzero_si512();
         for (p, &bs) in bsum.iter().enumerate() {
             bias = _mm512_dpwssd_epi32(bias, bs, _mm512_set1_epi32(*mb.add(16 + p)));
@@ -504,12 +501,12 @@ unsafe fn kernel_k_pair(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[[f32; TOK]; R]; 2],
+    out: &mut [[[f32; TOK]; MAX_ROWS]; 2],
     post: KPost,
 ) {
     let ng = groups(&codes);
     let mut sums: [Sums; 4] = std::array::from_fn(|_| Sums([[0; TOK]; ROW_TILE]));
-    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let mut acc = [[_mm512_setzero_ps(); MAX_ROWS]; 2];
     let tile1 = tile.add(nb * ACT_BLOCK);
     tiles_on(&CONFIG_K);
     for b in 0..nb {
@@ -517,17 +514,18 @@ unsafe fn kernel_k_pair(
         for g in 0..ng {
             let rows = g * ROW_TILE..(g + 1) * ROW_TILE;
             let [lo, hi, lo1, hi1] = &mut sums;
-            split_sums2(codes[rows.start], b, ab[0], ab[1], [lo, hi, lo1, hi1]);
+            split_sums2(codes[g], b, ab[0], ab[1], [lo, hi, lo1, hi1]);
             let [acc0, acc1] = &mut acc;
             post(
                 b,
                 ab[0],
-                &meta[rows.clone()],
+                meta[g],
+                nb * META,
                 lo,
                 hi,
                 &mut acc0[rows.clone()],
             );
-            post(b, ab[1], &meta[rows.clone()], lo1, hi1, &mut acc1[rows]);
+            post(b, ab[1], meta[g], nb * META, lo1, hi1, &mut acc1[rows]);
         }
     }
     tiles_off();
@@ -556,10 +554,10 @@ macro_rules! k_kernels {
 }
 
 k_kernels! {
-    kernel_k4 = kernel_k(post_k4) -> [[f32; TOK]; R];
-    kernel_q6 = kernel_k(post_q6) -> [[f32; TOK]; R];
-    kernel_k4_2 = kernel_k_pair(post_k4) -> [[[f32; TOK]; R]; 2];
-    kernel_q6_2 = kernel_k_pair(post_q6) -> [[[f32; TOK]; R]; 2];
+    kernel_k4 = kernel_k(post_k4) -> [[f32; TOK]; MAX_ROWS];
+    kernel_q6 = kernel_k(post_q6) -> [[f32; TOK]; MAX_ROWS];
+    kernel_k4_2 = kernel_k_pair(post_k4) -> [[[f32; TOK]; MAX_ROWS]; 2];
+    kernel_q6_2 = kernel_k_pair(post_q6) -> [[[f32; TOK]; MAX_ROWS]; 2];
 }
 
 /// Q8_0: one 32-deep tile product per block and group, two at a time in different tiles,
@@ -570,12 +568,12 @@ unsafe fn kernel_q8_0(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let ng = groups(&codes);
     let step = ROW_TILE * 32;
     let mut sums = [Sums([[0; TOK]; ROW_TILE]), Sums([[0; TOK]; ROW_TILE])];
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [_mm512_setzero_ps(); MAX_ROWS];
     tiles_on(&CONFIG_Q8);
     for b in 0..nb {
         let ab = tile.add(b * Q8_0_PACKED);
@@ -595,8 +593,8 @@ unsafe fn kernel_q8_0(
                     "tdpbsud tmm5, tmm2, tmm1",
                     "tilestored [{c0} + {w}*1], tmm4",
                     "tilestored [{c1} + {w}*1], tmm5",
-                    a0 = in(reg) codes[g * ROW_TILE].add(b * step),
-                    a1 = in(reg) codes[(g + 1) * ROW_TILE].add(b * step),
+                    a0 = in(reg) codes[g].add(b * step),
+                    a1 = in(reg) codes[g + 1].add(b * step),
                     s = in(reg) 32usize,
                     t = in(reg) ab,
                     w = in(reg) 64usize,
@@ -611,7 +609,7 @@ unsafe fn kernel_q8_0(
                     "tileloadd tmm0, [{a0} + {s}*1]",
                     "tdpbsud tmm4, tmm0, tmm1",
                     "tilestored [{c0} + {w}*1], tmm4",
-                    a0 = in(reg) codes[g * ROW_TILE].add(b * step),
+                    a0 = in(reg) codes[g].add(b * step),
                     s = in(reg) 32usize,
                     t = in(reg) ab,
                     w = in(reg) 64usize,
@@ -622,7 +620,7 @@ unsafe fn kernel_q8_0(
             for (k, sums) in sums.iter().enumerate().take(1 + two as usize) {
                 for (i, p) in sums.0.iter().enumerate() {
                     let r = (g + k) * ROW_TILE + i;
-                    let mb = meta[r].add(2 * b);
+                    let mb = meta[g + k].add(i * 2 * nb + 2 * b);
                     let p = _mm512_load_si512(p.as_ptr() as *const _);
                     let t = _mm512_sub_epi32(p, _mm512_set1_epi32(*mb));
                     let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);

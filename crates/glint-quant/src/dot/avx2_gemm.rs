@@ -101,7 +101,7 @@ unsafe fn tile_k4<const RN: usize, const STEP: usize>(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let mut acc = [[_mm256_setzero_ps(); 2]; RN];
     for b in 0..nb {
@@ -185,7 +185,7 @@ unsafe fn pair_sums<const RN: usize, const N: usize>(
 }
 
 #[inline(always)]
-unsafe fn store<const RN: usize>(acc: &[[__m256; 2]; RN], out: &mut [[f32; TOK]; R]) {
+unsafe fn store<const RN: usize>(acc: &[[__m256; 2]; RN], out: &mut [[f32; TOK]; MAX_ROWS]) {
     for r in 0..RN {
         for h in 0..2 {
             _mm256_storeu_ps(out[r][8 * h..].as_mut_ptr(), acc[r][h]);
@@ -229,7 +229,7 @@ unsafe fn tile_q6<const RN: usize>(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let mut acc = [[_mm256_setzero_ps(); 2]; RN];
     for b in 0..nb {

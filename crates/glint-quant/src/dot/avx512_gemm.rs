@@ -244,7 +244,7 @@ unsafe fn tile_kernel<const RN: usize>(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let mut acc = [_mm512_setzero_ps(); RN];
     for b in 0..nb {
@@ -314,7 +314,7 @@ unsafe fn tile_kernel_q6<const RN: usize>(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let z = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); RN];
@@ -385,7 +385,7 @@ unsafe fn tile_kernel_q8_0<const RN: usize, const STRIDE: usize, const OFF: usiz
     rows: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let z = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); RN];

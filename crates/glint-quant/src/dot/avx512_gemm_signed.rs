@@ -111,7 +111,7 @@ pub(super) unsafe fn tile_kernel_signed<G: GridTile, const RN: usize>(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 ) {
     let z = _mm512_setzero_si512();
     let mut acc = [_mm512_setzero_ps(); RN];

@@ -19,10 +19,14 @@ pub const TOK: usize = 16;
 /// Weight rows decoded together (their codes and block constants stay in L1/L2 while every
 /// token tile passes over them).
 pub const ROW_TILE: usize = 16;
-/// Most rows a kernel computes together against one activation load (each format picks its
-/// own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill; the AMX
-/// kernels take a whole row tile).
-pub const R: usize = 4 * ROW_TILE;
+/// Most rows a vector kernel computes together against one activation load (each format picks
+/// its own count up to this: more rows hide `vpdpbusd` latency, until accumulators spill), and
+/// the row pointers every kernel gets.
+pub const R: usize = 8;
+/// Most rows a kernel returns: a whole-tile (AMX) kernel's [`GROUPS`] 16-row groups.
+pub const MAX_ROWS: usize = GROUPS * ROW_TILE;
+/// 16-row groups a whole-tile kernel takes in a call (their pointers the first of its [`R`]).
+pub const GROUPS: usize = 4;
 /// Bytes of one Q8_K block (d, 256 quants, 16 bsums).
 pub const Q8K: usize = 292;
 /// Packed bytes of one token tile for one block: 64 dword vectors of `q + 128`, the 16 scales,
@@ -54,9 +58,10 @@ pub struct Fmt {
     pub decode: unsafe fn(nb: usize, row: *const u8, codes: &mut [u8], meta: &mut [i32]),
     pub kernel: Kernel,
     /// Rows the kernel computes together (at most [`R`]). A whole-tile kernel (`piece` > 0)
-    /// takes a multiple of [`ROW_TILE`] rows, and gets `codes[k]` for every `k` of each 16-row
-    /// group it has a row in (results of rows past the tile's end are dropped), null for the
-    /// groups past them.
+    /// takes [`MAX_ROWS`], and gets in `codes[g]` and `meta[g]` the first row of 16-row group
+    /// `g` (its rows `piece` code bytes and `nb · meta` constants apart) for each group it has
+    /// a row in (results of rows past the tile's end are dropped), null for the groups past
+    /// them.
     pub rows: usize,
     /// 0: each row's codes are `codes` bytes back to back. Else the row tile's codes are
     /// interleaved in pieces of this many bytes, piece `i` of row `r` at `(i · ROW_TILE + r) ·
@@ -92,7 +97,7 @@ pub type Kernel = unsafe fn(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[f32; TOK]; R],
+    out: &mut [[f32; TOK]; MAX_ROWS],
 );
 
 /// [`Kernel`] over the token tile at `tile` and the next one (`nb` packed blocks on), their
@@ -102,7 +107,7 @@ pub type Kernel2 = unsafe fn(
     codes: [*const u8; R],
     meta: [*const i32; R],
     tile: *const u8,
-    out: &mut [[[f32; TOK]; R]; 2],
+    out: &mut [[[f32; TOK]; MAX_ROWS]; 2],
 );
 
 #[derive(Default)]
@@ -252,8 +257,8 @@ fn run_in(
         0 => r * row_codes,
         piece => r / ROW_TILE * ROW_TILE * row_codes + r % ROW_TILE * piece,
     };
-    let mut res = [[0f32; TOK]; R];
-    let mut res2 = [[[0f32; TOK]; R]; 2];
+    let mut res = [[0f32; TOK]; MAX_ROWS];
+    let mut res2 = [[[0f32; TOK]; MAX_ROWS]; 2];
     for r0 in (0..n_rows).step_by(tile_rows) {
         let rows = tile_rows.min(n_rows - r0);
         for r in 0..rows {
@@ -290,12 +295,11 @@ fn run_in(
                     let end = (next + take).min(n_rows);
                     prefetch(&w[next * rb..end * rb]);
                 }
-                // Rows past `take` repeat the last valid row; a whole-tile kernel gets every
-                // row of the 16-row groups it has rows in (the scratch's rows past this tile's
-                // end, results dropped) and null for the groups past them.
+                // Rows past `take` repeat the last valid row; a whole-tile kernel gets the first
+                // row of each 16-row group it has rows in, null for the groups past them.
                 let row_at = |k: usize| match f.piece {
                     0 => (k < f.rows).then(|| r + k.min(take - 1)),
-                    _ => (k < take.next_multiple_of(ROW_TILE)).then_some(r + k),
+                    _ => (k < GROUPS && k * ROW_TILE < take).then_some(r + k * ROW_TILE),
                 };
                 let cp: [*const u8; R] =
                     std::array::from_fn(|k| row_at(k).map_or(std::ptr::null(), code_ptr));
