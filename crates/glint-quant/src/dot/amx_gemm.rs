@@ -17,6 +17,11 @@
 //! scales each result tile with vector code instead (`ggml-cpu/amx/mmq.cpp`); here the tile
 //! unit does twice the multiply-adds and the vector unit an eighth of the scaling.
 //!
+//! A call takes 64 rows (four 16-row groups) against two token tiles: a prompt's packed
+//! activations outgrow L2, so each token slice is met by every group while in L1, and each
+//! weight tile by both token tiles; products of few tokens go to the VNNI tile
+//! (`Fmt::fallback`). docs/performance.md has the steps and their figures.
+//!
 //! Linux keeps the tile registers off until a process asks (`arch_prctl(ARCH_REQ_XCOMP_PERM,
 //! XFEATURE_XTILEDATA)`); [`available`] asks once, and the family exists only if it was
 //! granted. Rust's AMX intrinsics are unstable, so the tile instructions are `asm!`; the
