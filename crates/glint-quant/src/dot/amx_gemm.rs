@@ -443,7 +443,7 @@ unsafe fn kernel_k(
     }
 }
 
-/// Q4_K / Q5_K rows: `avx512_gemm::tile_kernel`'s float steps.
+/// Q4_K / Q5_K rows: the VNNI tile's block step (`avx512_gemm::k4_step`).
 #[inline(always)]
 unsafe fn post_k4(
     b: usize,
@@ -463,16 +463,12 @@ unsafe fn post_k4(
         for (p, &bs) in bsum.iter().enumerate() {
             m = _mm512_dpwssd_epi32(m, bs, _mm512_set1_epi32(*mb.add(8 + p)));
         }
-        let si = _mm512_sub_epi32(joined(lo, hi, r), _mm512_set1_epi32(*mb.add(12)));
-        let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(13) as u32)), yd);
-        *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(si), *acc);
-        let dm = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(14) as u32)), yd);
-        *acc = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), *acc);
+        *acc = vnni::k4_step(*acc, joined(lo, hi, r), m, mb, yd);
     }
 }
 
-/// Q6_K rows: `avx512_gemm::tile_kernel_q6`'s float steps (the codes' offset of 32 taken off
-/// with the 16-element activation sums).
+/// Q6_K rows: the VNNI tile's block step (`avx512_gemm::q6_step`; the codes' offset of 32
+/// taken off with the 16-element activation sums).
 #[inline(always)]
 unsafe fn post_q6(
     b: usize,
@@ -492,10 +488,7 @@ unsafe fn post_q6(
         for (p, &bs) in bsum.iter().enumerate() {
             bias = _mm512_dpwssd_epi32(bias, bs, _mm512_set1_epi32(*mb.add(16 + p)));
         }
-        let t = _mm512_sub_epi32(joined(lo, hi, r), _mm512_set1_epi32(*mb.add(24)));
-        let t = _mm512_sub_epi32(t, _mm512_slli_epi32(bias, 5));
-        let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(25) as u32)), yd);
-        *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), *acc);
+        *acc = vnni::q6_step(*acc, joined(lo, hi, r), bias, mb, yd);
     }
 }
 
@@ -566,7 +559,8 @@ k_kernels! {
 }
 
 /// Q8_0: one 32-deep tile product per block and group, two at a time in different tiles,
-/// then `avx512_gemm::tile_kernel_q8_0`'s float steps (`sum += s · (dw · da)`, block order).
+/// then the VNNI tile's block step (`avx512_gemm::q8_0_step`: `sum += s · (dw · da)`, block
+/// order).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")]
 unsafe fn kernel_q8_0(
     nb: usize,
@@ -627,9 +621,7 @@ unsafe fn kernel_q8_0(
                     let r = (g + k) * ROW_TILE + i;
                     let mb = meta[g + k].add(i * 2 * nb + 2 * b);
                     let p = _mm512_load_si512(p.as_ptr() as *const _);
-                    let t = _mm512_sub_epi32(p, _mm512_set1_epi32(*mb));
-                    let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);
-                    acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(t), d));
+                    acc[r] = vnni::q8_0_step(acc[r], p, mb, da);
                 }
             }
             g += 2;

@@ -253,17 +253,57 @@ unsafe fn tile_kernel<const RN: usize>(
         let m = pair_sums32::<RN>(b, &meta, ab, 8);
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
         for r in 0..RN {
-            let mb = meta[r].add(b * META);
-            let si = _mm512_sub_epi32(s[r], _mm512_set1_epi32(*mb.add(12)));
-            let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(13) as u32)), yd);
-            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(si), acc[r]);
-            let dm = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(14) as u32)), yd);
-            acc[r] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m[r]), acc[r]);
+            acc[r] = k4_step(acc[r], s[r], m[r], meta[r].add(b * META), yd);
         }
     }
     for r in 0..RN {
         _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
     }
+}
+
+/// One row's block step of the Q4_K/Q5_K tiles (VNNI and AMX): the exact sums `s` (scaled
+/// codes × `q + 128`) and `m` (mins × activation sums) of 16 tokens, less the row's correction,
+/// scaled by d and -dmin (block constants `mb`) times the tokens' scales `yd` and added to
+/// `acc`: `k4_fold`'s steps, so each token gets the one-token kernel's bits.
+#[inline(always)]
+pub(super) unsafe fn k4_step(
+    acc: __m512,
+    s: __m512i,
+    m: __m512i,
+    mb: *const i32,
+    yd: __m512,
+) -> __m512 {
+    let si = _mm512_sub_epi32(s, _mm512_set1_epi32(*mb.add(12)));
+    let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(13) as u32)), yd);
+    let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(si), acc);
+    let dm = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(14) as u32)), yd);
+    _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc)
+}
+
+/// One row's block step of the Q6_K tiles (VNNI and AMX): the exact sum `s` less the row's
+/// correction and 32 × `bias` (the codes' offset against the 16-element activation sums),
+/// times d × `yd`, added to `acc` (`q6_fold`'s steps).
+#[inline(always)]
+pub(super) unsafe fn q6_step(
+    acc: __m512,
+    s: __m512i,
+    bias: __m512i,
+    mb: *const i32,
+    yd: __m512,
+) -> __m512 {
+    let t = _mm512_sub_epi32(s, _mm512_set1_epi32(*mb.add(24)));
+    let t = _mm512_sub_epi32(t, _mm512_slli_epi32(bias, 5));
+    let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(25) as u32)), yd);
+    _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc)
+}
+
+/// One row's block step of the Q8_0 tiles (VNNI and AMX): the exact sum `p` less the row's
+/// correction `128 · Σ codes`, times `dw · da`, added to `acc` in the scalar reference's order.
+#[inline(always)]
+pub(super) unsafe fn q8_0_step(acc: __m512, p: __m512i, mb: *const i32, da: __m512) -> __m512 {
+    let t = _mm512_sub_epi32(p, _mm512_set1_epi32(*mb));
+    let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);
+    _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(t), d))
 }
 
 /// Sums of each 16-byte run of `v` (four per 64 bytes), via `vpsadbw`'s 8-byte sums.
@@ -331,11 +371,7 @@ unsafe fn tile_kernel_q6<const RN: usize>(
         }
         let yd = _mm512_loadu_ps(ab.add(YD_AT) as *const f32);
         for r in 0..RN {
-            let mb = meta[r].add(b * META);
-            let t = _mm512_sub_epi32(s[r], _mm512_set1_epi32(*mb.add(24)));
-            let t = _mm512_sub_epi32(t, _mm512_slli_epi32(bias[r], 5));
-            let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(25) as u32)), yd);
-            acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(t), acc[r]);
+            acc[r] = q6_step(acc[r], s[r], bias[r], meta[r].add(b * META), yd);
         }
     }
     for r in 0..RN {
@@ -401,10 +437,7 @@ unsafe fn tile_kernel_q8_0<const RN: usize, const STRIDE: usize, const OFF: usiz
         }
         let da = _mm512_loadu_ps(ab.add(512) as *const f32);
         for r in 0..RN {
-            let mb = meta[r].add(2 * b);
-            let t = _mm512_sub_epi32(p[r], _mm512_set1_epi32(*mb));
-            let d = _mm512_mul_ps(_mm512_set1_ps(f32::from_bits(*mb.add(1) as u32)), da);
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_cvtepi32_ps(t), d));
+            acc[r] = q8_0_step(acc[r], p[r], meta[r].add(2 * b), da);
         }
     }
     for r in 0..RN {
