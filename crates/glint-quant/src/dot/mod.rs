@@ -309,7 +309,7 @@ pub fn kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let simd = match isa.vector() {
+        let simd = match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::kernel(ty),
             Isa::Avx512 | Isa::Amx => avx512::kernel(ty).or_else(|| avx2::kernel(ty)),
@@ -329,7 +329,7 @@ pub fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotRowsFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        match isa.vector() {
+        match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::rows_kernel(ty),
             // AVX-512's own where it has one (each row the bits of this family's single-row
@@ -358,7 +358,7 @@ pub fn cols_kernel_for(ty: GgmlType, isa: Isa) -> Option<VecDotColsFn> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        match isa.vector() {
+        match isa {
             Isa::Scalar => None,
             Isa::Avx2 => avx2::cols_kernel(ty),
             // AVX2's only where AVX-512 falls back to the AVX2 single kernel, so both agree.
@@ -465,7 +465,7 @@ pub fn rows_kernel(ty: GgmlType) -> Option<VecDotRowsFn> {
 pub fn has_simd_kernel(ty: GgmlType, isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        match isa.vector() {
+        match isa {
             Isa::Scalar => false,
             Isa::Avx2 => avx2::kernel(ty).is_some(),
             Isa::Avx512 | Isa::Amx => avx512::kernel(ty).is_some() || avx2::kernel(ty).is_some(),
