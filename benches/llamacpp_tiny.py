@@ -28,16 +28,17 @@ GGML_TYPE_F32 = 0
 
 
 def without_extra_bufts() -> None:
-    # Llama() takes its model parameters from this function and has no argument for the field.
-    default = llama_cpp.llama_model_default_params
+    # Llama() takes its model parameters from this function of the low-level module it
+    # imported, and has no argument for the field.
+    low = llama_cpp.llama.llama_cpp
+    default = low.llama_model_default_params
 
     def params():
         p = default()
         p.use_extra_bufts = False
         return p
 
-    llama_cpp.llama_model_default_params = params
-    llama_cpp.llama.llama_cpp.llama_model_default_params = params
+    low.llama_model_default_params = params
 
 
 def main() -> None:
